@@ -1,0 +1,43 @@
+// How entry points leave the library. Each public name is a weak, default-visibility definition,
+// and its "p"-prefixed twin is a global alias of it (as NCCL does), so a profiling interposer can
+// define a strong ncclX and forward to pncclX.
+#pragma once
+
+#include <exception>
+#include <new>
+
+#include "core/log.h"
+#include "nccl.h"
+
+#define WEFT_EXPORT __attribute__((visibility("default")))
+
+#define WEFT_API(ret, name, ...)                                                   \
+  extern "C" WEFT_EXPORT __attribute__((alias(#name))) ret p##name(__VA_ARGS__);   \
+  extern "C" WEFT_EXPORT __attribute__((weak)) ret name(__VA_ARGS__)
+
+namespace weft::api {
+
+// Runs the body of an entry point; no C++ exception may cross the C ABI.
+template <typename Body>
+ncclResult_t guard(const char* function, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    WEFT_WARN("%s: out of host memory", function);
+    return ncclSystemError;
+  } catch (const std::exception& e) {
+    WEFT_WARN("%s: internal error: %s", function, e.what());
+    return ncclInternalError;
+  } catch (...) {
+    WEFT_WARN("%s: internal error (unknown exception)", function);
+    return ncclInternalError;
+  }
+}
+
+// The answer of an entry point whose feature weft does not provide yet.
+inline ncclResult_t notImplemented(const char* function, const char* why) {
+  WEFT_WARN("%s is not implemented in weft yet (%s); see the README's list of unsupported calls", function, why);
+  return ncclInvalidUsage;
+}
+
+}  // namespace weft::api

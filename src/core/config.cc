@@ -1,0 +1,159 @@
+#include "core/config.h"
+
+#include <strings.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "core/param.h"
+
+namespace weft::core {
+namespace {
+
+constexpr int kUndef = NCCL_CONFIG_UNDEF_INT;
+
+// Copies the caller's struct into a full-size one: fields the caller's header did not have, or
+// that its version predates, stay at the initializer's "undefined".
+Status readUserConfig(const ncclConfig_t* user, const char* function, ncclConfig_t* out) {
+  ncclConfig_t local = NCCL_CONFIG_INITIALIZER;
+  if (user == nullptr) {
+    *out = local;
+    return ncclSuccess;
+  }
+  size_t size = user->size;
+  WEFT_CHECK_ARG(size >= offsetof(ncclConfig_t, blocking),
+                 "%s: config->size is %zu, too small for an ncclConfig_t; initialise the config with "
+                 "NCCL_CONFIG_INITIALIZER", function, size);
+  memcpy(&local, user, size < sizeof(local) ? size : sizeof(local));
+  if (local.magic != kConfigMagic) {
+    WEFT_WARN("%s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER (magic 0x%x)",
+              function, local.magic);
+    return ncclInvalidArgument;
+  }
+  const unsigned v = local.version;
+  ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
+  if (v < NCCL_VERSION(2, 14, 0)) local.blocking = defaults.blocking;
+  if (v < NCCL_VERSION(2, 17, 0)) {
+    local.cgaClusterSize = defaults.cgaClusterSize;
+    local.minCTAs = defaults.minCTAs;
+    local.maxCTAs = defaults.maxCTAs;
+    local.netName = defaults.netName;
+  }
+  if (v < NCCL_VERSION(2, 18, 0)) local.splitShare = defaults.splitShare;
+  if (v < NCCL_VERSION(2, 25, 0)) local.trafficClass = defaults.trafficClass;
+  if (v < NCCL_VERSION(2, 27, 0)) {
+    local.commName = defaults.commName;
+    local.collnetEnable = defaults.collnetEnable;
+    local.CTAPolicy = defaults.CTAPolicy;
+    local.shrinkShare = defaults.shrinkShare;
+    local.nvlsCTAs = defaults.nvlsCTAs;
+  }
+  if (v < NCCL_VERSION(2, 28, 0)) {
+    local.nChannelsPerNetPeer = defaults.nChannelsPerNetPeer;
+    local.nvlinkCentricSched = defaults.nvlinkCentricSched;
+  }
+  *out = local;
+  return ncclSuccess;
+}
+
+// Environment variables override the caller's values (NCCL's envConfigOverride).
+void applyEnvironment(ncclConfig_t* c, std::string* netName) {
+  auto override = [](const char* name, int* field) {
+    if (param::lookup(name)) *field = (int)param::getInt(name, *field);
+  };
+  override("NCCL_COMM_BLOCKING", &c->blocking);
+  override("NCCL_CGA_CLUSTER_SIZE", &c->cgaClusterSize);
+  override("NCCL_MIN_CTAS", &c->minCTAs);
+  override("NCCL_MAX_CTAS", &c->maxCTAs);
+  override("NCCL_COMM_SPLIT_SHARE_RESOURCES", &c->splitShare);
+  override("NCCL_COLLNET_ENABLE", &c->collnetEnable);
+  override("NCCL_COMM_SHRINK_SHARE_RESOURCES", &c->shrinkShare);
+  override("NCCL_NVLS_NCHANNELS", &c->nvlsCTAs);
+  override("NCCL_NCHANNELS_PER_NET_PEER", &c->nChannelsPerNetPeer);
+  override("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", &c->nvlinkCentricSched);
+  if (auto policy = param::lookup("NCCL_CTA_POLICY")) {
+    int parsed = parseCtaPolicy(*policy);
+    if (parsed < 0) WEFT_WARN("NCCL_CTA_POLICY='%s' is not DEFAULT, EFFICIENCY, ZERO or 0-2; ignored", policy->c_str());
+    else c->CTAPolicy = parsed;
+  }
+  if (auto net = param::lookup("NCCL_NET")) *netName = *net;
+}
+
+bool isBool(int v) { return v == 0 || v == 1; }
+
+Status validateAndResolve(const ncclConfig_t& c, const std::string& netName, const char* fn, CommConfig* out) {
+  WEFT_CHECK_ARG(c.blocking == kUndef || isBool(c.blocking), "%s: config->blocking is %d; use 0 or 1", fn, c.blocking);
+  WEFT_CHECK_ARG(c.cgaClusterSize == kUndef || (c.cgaClusterSize >= 0 && c.cgaClusterSize <= 8),
+                 "%s: config->cgaClusterSize is %d; use 0 to 8", fn, c.cgaClusterSize);
+  WEFT_CHECK_ARG(c.minCTAs == kUndef || c.minCTAs > 0, "%s: config->minCTAs is %d; it must be positive", fn, c.minCTAs);
+  WEFT_CHECK_ARG(c.maxCTAs == kUndef || c.maxCTAs > 0, "%s: config->maxCTAs is %d; it must be positive", fn, c.maxCTAs);
+  WEFT_CHECK_ARG(c.minCTAs == kUndef || c.maxCTAs == kUndef || c.minCTAs <= c.maxCTAs,
+                 "%s: config->minCTAs (%d) is larger than config->maxCTAs (%d)", fn, c.minCTAs, c.maxCTAs);
+  WEFT_CHECK_ARG(c.splitShare == kUndef || isBool(c.splitShare), "%s: config->splitShare is %d; use 0 or 1", fn, c.splitShare);
+  WEFT_CHECK_ARG(c.shrinkShare == kUndef || isBool(c.shrinkShare), "%s: config->shrinkShare is %d; use 0 or 1", fn, c.shrinkShare);
+  WEFT_CHECK_ARG(c.collnetEnable == kUndef || isBool(c.collnetEnable), "%s: config->collnetEnable is %d; use 0 or 1", fn, c.collnetEnable);
+  WEFT_CHECK_ARG(c.CTAPolicy == kUndef || (c.CTAPolicy >= 0 && c.CTAPolicy <= 3),
+                 "%s: config->CTAPolicy is %d; use NCCL_CTA_POLICY_DEFAULT, _EFFICIENCY or _ZERO", fn, c.CTAPolicy);
+  WEFT_CHECK_ARG(c.nvlsCTAs == kUndef || c.nvlsCTAs > 0, "%s: config->nvlsCTAs is %d; it must be positive", fn, c.nvlsCTAs);
+  WEFT_CHECK_ARG(c.nChannelsPerNetPeer == kUndef || (c.nChannelsPerNetPeer > 0 && c.nChannelsPerNetPeer <= kMaxChannels),
+                 "%s: config->nChannelsPerNetPeer is %d; use 1 to %d", fn, c.nChannelsPerNetPeer, kMaxChannels);
+  WEFT_CHECK_ARG(c.nvlinkCentricSched == kUndef || isBool(c.nvlinkCentricSched),
+                 "%s: config->nvlinkCentricSched is %d; use 0 or 1", fn, c.nvlinkCentricSched);
+
+  if (c.blocking != kUndef) out->blocking = c.blocking == 1;
+  if (c.cgaClusterSize != kUndef) out->cgaClusterSize = c.cgaClusterSize;
+  if (c.minCTAs != kUndef) out->minCTAs = c.minCTAs < kMaxChannels ? c.minCTAs : kMaxChannels;
+  if (c.maxCTAs != kUndef) out->maxCTAs = c.maxCTAs < kMaxChannels ? c.maxCTAs : kMaxChannels;
+  if (out->minCTAs > out->maxCTAs) out->minCTAs = out->maxCTAs;
+  if (!netName.empty()) out->netName = netName;
+  if (c.splitShare != kUndef) out->splitShare = c.splitShare == 1;
+  if (c.trafficClass != kUndef) out->trafficClass = c.trafficClass;
+  if (c.commName != nullptr) out->commName = c.commName;
+  if (c.collnetEnable != kUndef) out->collnetEnable = c.collnetEnable == 1;
+  if (c.CTAPolicy != kUndef) out->ctaPolicy = c.CTAPolicy;
+  if (c.shrinkShare != kUndef) out->shrinkShare = c.shrinkShare == 1;
+  if (c.nvlsCTAs != kUndef) out->nvlsCTAs = c.nvlsCTAs;
+  if (c.nChannelsPerNetPeer != kUndef) out->nChannelsPerNetPeer = c.nChannelsPerNetPeer;
+  if (c.nvlinkCentricSched != kUndef) out->nvlinkCentricSched = c.nvlinkCentricSched == 1;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+int parseCtaPolicy(const std::string& text) {
+  if (text.empty()) return -1;
+  char* end = nullptr;
+  long legacy = strtol(text.c_str(), &end, 0);
+  if (*end == '\0') return legacy >= 0 && legacy <= 2 ? (int)legacy : -1;
+  int policy = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t bar = text.find('|', pos);
+    std::string name = text.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos);
+    if (!strcasecmp(name.c_str(), "DEFAULT")) policy |= NCCL_CTA_POLICY_DEFAULT;
+    else if (!strcasecmp(name.c_str(), "EFFICIENCY")) policy |= NCCL_CTA_POLICY_EFFICIENCY;
+    else if (!strcasecmp(name.c_str(), "ZERO")) policy |= NCCL_CTA_POLICY_ZERO;
+    else return -1;
+    if (bar == std::string::npos) break;
+    pos = bar + 1;
+  }
+  return policy;
+}
+
+Status parseConfig(const ncclConfig_t* user, const char* function, CommConfig* out) {
+  return parseChildConfig(user, CommConfig{}, function, out);
+}
+
+Status parseChildConfig(const ncclConfig_t* user, const CommConfig& parent, const char* function,
+                        CommConfig* out) {
+  ncclConfig_t c;
+  WEFT_TRY(readUserConfig(user, function, &c));
+  std::string netName = c.netName ? c.netName : "";
+  applyEnvironment(&c, &netName);
+  CommConfig resolved = parent;
+  WEFT_TRY(validateAndResolve(c, netName, function, &resolved));
+  *out = resolved;
+  return ncclSuccess;
+}
+
+}  // namespace weft::core
