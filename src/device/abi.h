@@ -1,0 +1,148 @@
+// The contract between the host enqueue engine and the device kernels: plain structs that the host
+// fills (in device or host-mapped memory) and kernels read. Shared by host and device compilers, so
+// only standard-layout types, fixed-width integers and raw pointers; sizes are pinned by static_assert.
+//
+// Vocabulary (NCCL's): a *channel* is one thread block's share of a collective with its own ring
+// order and connections; a *connection* moves data one way between two ranks through the receiver's
+// staging buffer split into kSteps *steps*; *work* items tell a channel what to do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define WEFT_HD __host__ __device__ __forceinline__
+#else
+#define WEFT_HD inline
+#endif
+
+namespace weft::dev {
+
+constexpr int kSteps = 8;           // slots per connection buffer (NCCL_STEPS)
+constexpr int kMaxChannels = 64;    // hard limit of channels per communicator
+constexpr int kMaxWorksPerChannel = 32;  // work items one channel takes from one launch
+
+// Protocol and algorithm numbers are NCCL's (tuner plugins and NCCL_PROTO/NCCL_ALGO use them).
+enum Proto : uint8_t { kProtoLL = 0, kProtoLL128 = 1, kProtoSimple = 2, kNumProtos = 3 };
+enum Algo : uint8_t { kAlgoTree = 0, kAlgoRing = 1, kAlgoCollnetDirect = 2, kAlgoCollnetChain = 3,
+                      kAlgoNvls = 4, kAlgoNvlsTree = 5, kAlgoPat = 6, kNumAlgos = 7 };
+
+// What a work item does. Gather/Scatter/AlltoAll reach the device as SendRecv items.
+enum Func : uint8_t { kFuncBroadcast = 0, kFuncReduce = 1, kFuncAllGather = 2, kFuncReduceScatter = 3,
+                      kFuncAllReduce = 4, kFuncSendRecv = 5, kNumFuncs = 6 };
+
+// Device-side reduction. ncclAvg becomes PreMulSum (floating types, scalar 1/n) or SumPostDiv
+// (integers, divide by n at the end); user PreMulSum ops carry their scalar in the work item.
+enum RedOp : uint8_t { kRedSum = 0, kRedProd = 1, kRedMax = 2, kRedMin = 3, kRedPreMulSum = 4,
+                       kRedSumPostDiv = 5, kNumRedOps = 6 };
+
+// Element types, numbered as ncclDataType_t.
+enum DataType : uint8_t { kInt8 = 0, kUint8 = 1, kInt32 = 2, kUint32 = 3, kInt64 = 4, kUint64 = 5,
+                          kFloat16 = 6, kFloat32 = 7, kFloat64 = 8, kBfloat16 = 9, kFloat8e4m3 = 10,
+                          kFloat8e5m2 = 11, kNumDataTypes = 12 };
+
+WEFT_HD int dataTypeBytes(int type) {
+  switch (type) {
+    case kInt8: case kUint8: case kFloat8e4m3: case kFloat8e5m2: return 1;
+    case kFloat16: case kBfloat16: return 2;
+    case kInt32: case kUint32: case kFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// One direction of one connection, as seen by one end.
+//  - The sender writes step s's data into buffs[proto] + (s % kSteps) * stepBytes[proto] (memory of the
+//    receiver's GPU, or host memory for shm), then publishes tail = s + 1.
+//  - The receiver waits for tail > s, consumes the slot, then publishes head = s + 1.
+//  - The sender may write step s once head + kSteps > s.
+// `tail` lives next to the receiver's buffer; `head` lives with the sender. Both ends hold pointers
+// to both (one of them remote). LL and LL128 carry flags inside the data and use head only.
+struct ConnInfo {
+  char* buffs[kNumProtos];
+  int32_t stepBytes[kNumProtos];
+  int32_t pad0;
+  volatile uint64_t* tail;
+  volatile uint64_t* head;
+  uint64_t step;  // next step to send/receive; the kernel saves it here when it exits
+};
+static_assert(sizeof(ConnInfo) == 64, "ConnInfo layout is shared by host and device");
+
+struct DevPeer {
+  ConnInfo send;  // to this peer
+  ConnInfo recv;  // from this peer
+};
+
+struct DevRing {
+  int32_t prev;        // rank we receive from
+  int32_t next;        // rank we send to
+  int32_t index;       // our position in the ring (userRanks[index] == our rank)
+  int32_t pad0;
+  const int32_t* userRanks;  // device array [nRanks]: ranks in ring order
+};
+
+struct DevChannel {
+  DevRing ring;
+  DevPeer* peers;      // device array [nRanks], indexed by peer rank
+};
+
+// Per-communicator device state, allocated once by the host.
+struct DevComm {
+  int32_t rank;
+  int32_t nRanks;
+  int32_t nChannels;
+  int32_t pad0;
+  volatile uint32_t* abortFlag;  // host-mapped; non-zero: every spin loop gives up and the kernel exits
+  DevChannel channels[kMaxChannels];
+};
+
+// One item of work for one channel. For collectives, [chanOffset, chanOffset + chanCount) is this
+// channel's part of the `count` elements (of every rank's block where the collective has per-rank
+// blocks: AllGather/ReduceScatter), processed in chunks of chunkElems (one connection step each or
+// a fraction of it). For SendRecv, sendCount elements go to `sendPeer` and recvCount come from
+// `recvPeer` (either may be -1: none), this channel's part given by the offsets.
+struct DevWork {
+  uint8_t func;      // Func
+  uint8_t algo;      // Algo
+  uint8_t proto;     // Proto
+  uint8_t redOp;     // RedOp
+  uint8_t dataType;  // DataType
+  uint8_t flags;     // kWorkFlag*
+  uint16_t pad0;
+  int32_t root;      // Broadcast/Reduce root rank
+  const void* sendBuff;
+  void* recvBuff;
+  uint64_t count;       // elements of the whole collective (per rank block for AllGather/ReduceScatter)
+  uint64_t chanOffset;  // this channel's first element
+  uint64_t chanCount;   // this channel's element count
+  uint32_t chunkElems;  // elements moved per step (Simple) or per slice
+  int32_t sendPeer;     // SendRecv: -1 when none
+  int32_t recvPeer;
+  uint32_t pad1;
+  uint64_t recvOffset;  // SendRecv: this channel's first element of the receive side
+  uint64_t recvCount;   // SendRecv: this channel's element count of the receive side
+  uint64_t redOpArg;    // PreMulSum: scalar bits (type of the data, zero-extended) or, with
+                        // kWorkFlagScalarOnDevice, a device pointer to it; SumPostDiv: the divisor
+};
+static_assert(sizeof(DevWork) == 96, "DevWork layout is shared by host and device");
+
+constexpr uint8_t kWorkFlagScalarOnDevice = 0x1;
+
+// Arguments of one kernel launch: blockIdx.x serves channel channelIds[blockIdx.x] and runs its
+// works[(first + i) & worksMask] for i < count, in order. The work array is the communicator's
+// rolling work FIFO (host-mapped) or, for CUDA graphs, a persistent buffer (worksMask = ~0u).
+// Once every block has copied its items, the last block to do so stores fifoConsumedValue into
+// *fifoConsumed (host-mapped), telling the host those FIFO slots are free again.
+struct DevKernelArgs {
+  DevComm* comm;
+  const DevWork* works;
+  uint32_t worksMask;
+  uint32_t fifoConsumedValue;
+  volatile uint32_t* fifoConsumed;    // may be null (graph launches)
+  uint32_t* blockArrivals;            // device counter, zero between launches; the last block resets it
+  uint32_t nBlocks;
+  uint32_t pad0;
+  struct Block { uint32_t first; uint16_t count; uint8_t channel; uint8_t pad; } blocks[kMaxChannels];
+};
+static_assert(sizeof(DevKernelArgs) <= 4096, "kernel parameters must stay small");
+
+}  // namespace weft::dev
