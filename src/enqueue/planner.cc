@@ -1,0 +1,192 @@
+#include "enqueue/planner.h"
+
+#include <algorithm>
+#include <map>
+
+namespace weft::enqueue {
+namespace {
+
+constexpr uint64_t kChannelAlignBytes = 512;  // channel boundaries keep 16-byte vectors aligned
+
+dev::Func deviceFunc(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kBroadcast: return dev::kFuncBroadcast;
+    case TaskKind::kReduce: return dev::kFuncReduce;
+    case TaskKind::kAllGather: return dev::kFuncAllGather;
+    case TaskKind::kReduceScatter: return dev::kFuncReduceScatter;
+    case TaskKind::kAllReduce: return dev::kFuncAllReduce;
+    default: return dev::kFuncSendRecv;
+  }
+}
+
+uint32_t chunkElemsFor(int elemBytes, const PlanShape& shape) {
+  return (uint32_t)(shape.stepBytes / elemBytes);
+}
+
+dev::DevWork baseWork(const Task& t, const PlanShape& shape) {
+  dev::DevWork w{};
+  w.func = deviceFunc(t.kind);
+  w.algo = dev::kAlgoRing;
+  w.proto = dev::kProtoSimple;
+  w.redOp = t.redOp;
+  w.dataType = t.dataType;
+  w.flags = t.scalarOnDevice ? dev::kWorkFlagScalarOnDevice : 0;
+  w.root = t.root;
+  w.sendBuff = t.sendBuff;
+  w.recvBuff = t.recvBuff;
+  w.count = t.count;
+  w.chunkElems = chunkElemsFor(dev::dataTypeBytes(t.dataType), shape);
+  w.sendPeer = -1;
+  w.recvPeer = -1;
+  w.redOpArg = t.redOpArg;
+  return w;
+}
+
+// Work of the whole group, per channel, before it is cut into launches.
+using ChannelWorks = std::vector<std::vector<dev::DevWork>>;
+
+void planCollective(const Task& t, const PlanShape& shape, ChannelWorks* perChannel) {
+  int elemBytes = dev::dataTypeBytes(t.dataType);
+  int parts = collectiveChannels(t.bytes(), shape);
+  uint64_t align = kChannelAlignBytes / (uint64_t)elemBytes;
+  for (int c = 0; c < parts; ++c) {
+    dev::DevWork w = baseWork(t, shape);
+    splitRange(t.count, parts, align, c, &w.chanOffset, &w.chanCount);
+    if (w.chanCount == 0) continue;
+    (*perChannel)[c].push_back(w);
+  }
+}
+
+// Position of `channel` in `set`, or -1.
+int indexIn(const std::vector<int>& set, int channel) {
+  auto it = std::find(set.begin(), set.end(), channel);
+  return it == set.end() ? -1 : (int)(it - set.begin());
+}
+
+// Point-to-point: round d pairs this rank's i-th send to rank+d with its i-th receive from rank-d.
+Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& shape, ChannelWorks* perChannel) {
+  const int n = shape.nRanks;
+  std::vector<std::vector<const Task*>> sendsTo(n), recvsFrom(n);
+  for (const Task* t : p2p) {
+    if (t->count == 0) continue;  // both sides of a zero-byte exchange skip it alike
+    (t->kind == TaskKind::kSend ? sendsTo : recvsFrom)[t->peer].push_back(t);
+  }
+  for (int d = 0; d < n; ++d) {
+    int sendPeer = (shape.rank + d) % n;
+    int recvPeer = (shape.rank - d + n) % n;
+    const auto& sends = sendsTo[sendPeer];
+    const auto& recvs = recvsFrom[recvPeer];
+    size_t pairs = std::max(sends.size(), recvs.size());
+    for (size_t i = 0; i < pairs; ++i) {
+      const Task* s = i < sends.size() ? sends[i] : nullptr;
+      const Task* r = i < recvs.size() ? recvs[i] : nullptr;
+      const std::vector<int>& sendSet = shape.sendChannels[sendPeer];
+      const std::vector<int>& recvSet = shape.recvChannels[recvPeer];
+      WEFT_ASSERT(!s || !sendSet.empty());
+      WEFT_ASSERT(!r || !recvSet.empty());
+      for (int c = 0; c < shape.nChannels; ++c) {
+        int si = s ? indexIn(sendSet, c) : -1;
+        int ri = r ? indexIn(recvSet, c) : -1;
+        if (si < 0 && ri < 0) continue;
+        const Task* any = s && si >= 0 ? s : r;
+        dev::DevWork w = baseWork(*any, shape);
+        w.func = dev::kFuncSendRecv;
+        w.sendBuff = nullptr;
+        w.recvBuff = nullptr;
+        // Both sides cut a transfer the same way: bytes over the channels of that direction.
+        if (si >= 0) {
+          uint64_t bytes = s->bytes();
+          splitRange(bytes, (int)sendSet.size(), 16, si, &w.chanOffset, &w.chanCount);
+          w.sendPeer = sendPeer;
+          w.sendBuff = s->sendBuff;
+          w.count = bytes;
+        }
+        if (ri >= 0) {
+          uint64_t bytes = r->bytes();
+          splitRange(bytes, (int)recvSet.size(), 16, ri, &w.recvOffset, &w.recvCount);
+          w.recvPeer = recvPeer;
+          w.recvBuff = r->recvBuff;
+        }
+        // Point-to-point moves bytes: the device treats it as uint8 data.
+        w.dataType = dev::kUint8;
+        w.chunkElems = chunkElemsFor(1, shape);
+        if (w.sendPeer >= 0 && w.chanCount == 0) w.sendPeer = -1;
+        if (w.recvPeer >= 0 && w.recvCount == 0) w.recvPeer = -1;
+        if (w.sendPeer < 0 && w.recvPeer < 0) continue;
+        (*perChannel)[c].push_back(w);
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+size_t PlannedLaunch::workCount() const {
+  size_t n = 0;
+  for (const auto& w : works) n += w.size();
+  return n;
+}
+
+int collectiveChannels(size_t bytes, const PlanShape& shape) {
+  size_t want = (bytes + shape.minChannelBytes - 1) / shape.minChannelBytes;
+  return (int)std::clamp<size_t>(want, 1, (size_t)shape.nChannels);
+}
+
+void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint64_t* offset, uint64_t* length) {
+  if (alignElems == 0) alignElems = 1;
+  uint64_t per = (count + parts - 1) / parts;
+  per = (per + alignElems - 1) / alignElems * alignElems;
+  uint64_t begin = std::min<uint64_t>(count, per * (uint64_t)index);
+  uint64_t end = index == parts - 1 ? count : std::min<uint64_t>(count, begin + per);
+  *offset = begin;
+  *length = end - begin;
+}
+
+Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::vector<PlannedLaunch>* launches) {
+  WEFT_ASSERT(shape.nChannels >= 1 && shape.nChannels <= dev::kMaxChannels);
+  WEFT_ASSERT((int)shape.sendChannels.size() == shape.nRanks && (int)shape.recvChannels.size() == shape.nRanks);
+  ChannelWorks perChannel(shape.nChannels);
+  std::vector<const Task*> p2p;
+  for (const Task& t : tasks) {
+    if (t.isP2p()) {
+      p2p.push_back(&t);
+    } else if (t.count > 0) {
+      planCollective(t, shape, &perChannel);
+    }
+  }
+  WEFT_TRY(planPointToPoint(p2p, shape, &perChannel));
+
+  // Cut into launches of at most kMaxWorksPerChannel items per channel; order is kept per channel.
+  launches->clear();
+  std::vector<size_t> taken(shape.nChannels, 0);
+  for (;;) {
+    PlannedLaunch launch;
+    for (int c = 0; c < shape.nChannels; ++c) {
+      size_t left = perChannel[c].size() - taken[c];
+      if (left == 0) continue;
+      size_t n = std::min<size_t>(left, dev::kMaxWorksPerChannel);
+      launch.channels.push_back(c);
+      launch.works.emplace_back(perChannel[c].begin() + taken[c], perChannel[c].begin() + taken[c] + n);
+      taken[c] += n;
+    }
+    if (launch.channels.empty()) break;
+    launches->push_back(std::move(launch));
+  }
+  return ncclSuccess;
+}
+
+const char* taskKindName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kBroadcast: return "Broadcast";
+    case TaskKind::kReduce: return "Reduce";
+    case TaskKind::kAllGather: return "AllGather";
+    case TaskKind::kReduceScatter: return "ReduceScatter";
+    case TaskKind::kAllReduce: return "AllReduce";
+    case TaskKind::kSend: return "Send";
+    case TaskKind::kRecv: return "Recv";
+  }
+  return "?";
+}
+
+}  // namespace weft::enqueue

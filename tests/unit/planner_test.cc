@@ -1,0 +1,152 @@
+#include "enqueue/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace weft;
+using namespace weft::enqueue;
+
+namespace {
+
+PlanShape ringShape(int rank, int nRanks, int nChannels) {
+  PlanShape s;
+  s.rank = rank;
+  s.nRanks = nRanks;
+  s.nChannels = nChannels;
+  s.sendChannels.assign(nRanks, {});
+  s.recvChannels.assign(nRanks, {});
+  for (int p = 0; p < nRanks; ++p) {
+    for (int c = 0; c < nChannels; ++c) {
+      s.sendChannels[p].push_back(c);
+      s.recvChannels[p].push_back(c);
+    }
+  }
+  return s;
+}
+
+Task allReduce(size_t count, dev::DataType type) {
+  Task t{TaskKind::kAllReduce};
+  t.count = count;
+  t.dataType = type;
+  t.sendBuff = (const void*)0x1000;
+  t.recvBuff = (void*)0x2000;
+  return t;
+}
+
+Task p2p(TaskKind kind, int peer, size_t bytes) {
+  Task t{kind};
+  t.peer = peer;
+  t.count = bytes;
+  t.dataType = dev::kUint8;
+  if (kind == TaskKind::kSend) t.sendBuff = reinterpret_cast<const void*>(uintptr_t(0x10000 + peer));
+  else t.recvBuff = reinterpret_cast<void*>(uintptr_t(0x20000 + peer));
+  return t;
+}
+
+}  // namespace
+
+TEST(SplitRange, CoversTheRangeExactlyWithAlignedBoundaries) {
+  for (uint64_t count : {0ull, 1ull, 7ull, 128ull, 1000ull, 123457ull}) {
+    for (int parts : {1, 2, 3, 8, 24}) {
+      uint64_t next = 0;
+      for (int i = 0; i < parts; ++i) {
+        uint64_t off, len;
+        splitRange(count, parts, 128, i, &off, &len);
+        EXPECT_EQ(off, next) << count << "/" << parts << " part " << i;
+        if (off + len < count) EXPECT_EQ((off + len) % 128, 0u) << "inner boundaries are aligned";
+        next = off + len;
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+TEST(Planner, SmallCollectiveUsesOneChannelLargeUsesAll) {
+  PlanShape s = ringShape(0, 2, 16);
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks({allReduce(256, dev::kFloat32)}, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].channels.size(), 1u);
+  ASSERT_EQ(planTasks({allReduce(64 << 20, dev::kFloat32)}, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].channels.size(), 16u);
+  uint64_t total = 0;
+  for (auto& works : launches[0].works) {
+    ASSERT_EQ(works.size(), 1u);
+    EXPECT_EQ(works[0].func, dev::kFuncAllReduce);
+    EXPECT_EQ(works[0].count, 64u << 20);
+    total += works[0].chanCount;
+  }
+  EXPECT_EQ(total, 64u << 20);
+}
+
+TEST(Planner, ZeroCountProducesNoWork) {
+  PlanShape s = ringShape(1, 2, 4);
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks({allReduce(0, dev::kInt32), p2p(TaskKind::kSend, 0, 0), p2p(TaskKind::kRecv, 0, 0)}, s, &launches),
+            ncclSuccess);
+  EXPECT_TRUE(launches.empty());
+}
+
+TEST(Planner, ManyTasksAreCutIntoSeveralLaunchesKeepingOrder) {
+  PlanShape s = ringShape(0, 2, 1);
+  std::vector<Task> tasks;
+  for (int i = 0; i < 70; ++i) tasks.push_back(allReduce(100 + i, dev::kInt32));
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks(tasks, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 3u);  // 32 + 32 + 6
+  int next = 0;
+  for (auto& l : launches) {
+    ASSERT_EQ(l.channels.size(), 1u);
+    for (auto& w : l.works[0]) EXPECT_EQ(w.count, 100u + next++);
+  }
+  EXPECT_EQ(next, 70);
+}
+
+// Simulates every rank's plan for a random-looking set of exchanges and checks that on each
+// channel, the k-th send from a to b and the k-th receive at b from a describe the same bytes.
+TEST(Planner, PointToPointPlansOfAllRanksMatch) {
+  const int n = 5, nChannels = 3;
+  std::vector<std::vector<Task>> tasks(n);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if ((a * 3 + b) % 4 == 1) continue;  // some pairs do not talk
+      size_t bytes = 1000 + 37 * a + 11 * b;
+      tasks[a].push_back(p2p(TaskKind::kSend, b, bytes));
+      tasks[b].push_back(p2p(TaskKind::kRecv, a, bytes));
+    }
+  }
+  // (channel, from, to) -> ordered list of (offset, length) seen by the sender / receiver
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<uint64_t, uint64_t>>> sent, received;
+  for (int r = 0; r < n; ++r) {
+    std::vector<PlannedLaunch> launches;
+    ASSERT_EQ(planTasks(tasks[r], ringShape(r, n, nChannels), &launches), ncclSuccess);
+    for (auto& l : launches) {
+      for (size_t b = 0; b < l.channels.size(); ++b) {
+        for (auto& w : l.works[b]) {
+          ASSERT_EQ(w.func, dev::kFuncSendRecv);
+          if (w.sendPeer >= 0) sent[{l.channels[b], r, w.sendPeer}].push_back({w.chanOffset, w.chanCount});
+          if (w.recvPeer >= 0) received[{l.channels[b], w.recvPeer, r}].push_back({w.recvOffset, w.recvCount});
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(sent.empty());
+  EXPECT_EQ(sent, received);
+}
+
+TEST(Planner, SelfSendAndReceiveShareOneItem) {
+  PlanShape s = ringShape(2, 4, 2);
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks({p2p(TaskKind::kSend, 2, 4096), p2p(TaskKind::kRecv, 2, 4096)}, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 1u);
+  for (auto& works : launches[0].works) {
+    for (auto& w : works) {
+      EXPECT_EQ(w.sendPeer, 2);
+      EXPECT_EQ(w.recvPeer, 2);
+      EXPECT_EQ(w.chanOffset, w.recvOffset);
+      EXPECT_EQ(w.chanCount, w.recvCount);
+    }
+  }
+}
