@@ -2,7 +2,14 @@
 
 #include <cstring>
 
+#include "bootstrap/bootstrap.h"
+#include "core/peer_info.h"
+#include "transport/p2p/p2p_connections.h"
+
+ncclComm::ncclComm() = default;
+ncclComm::~ncclComm() = default;
+
 void ncclComm::setLastError(const char* text) {
   std::lock_guard<std::mutex> lock(lastErrorMutex_);
-  strncpy(lastError_, text, sizeof(lastError_) - 1);
+  snprintf(lastError_, sizeof(lastError_), "%s", text);
 }

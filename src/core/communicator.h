@@ -1,22 +1,85 @@
 // The communicator: what ncclComm_t points to. It owns the per-rank state of one NCCL communicator
-// (bootstrap, topology, channels, transports, the enqueue engine); sub-objects keep their own logic.
+// and the sub-objects that do the work (bootstrap, connections, enqueue state); each keeps its own
+// logic, this struct only holds them together.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "core/config.h"
+#include "device/abi.h"
+#include "enqueue/redop.h"
+#include "enqueue/task.h"
+#include "enqueue/work_fifo.h"
 #include "nccl.h"
+#include "transport/connection_plan.h"
+
+namespace weft::bootstrap { class Bootstrap; }
+namespace weft::transport { class P2pConnections; }
+namespace weft::core { struct PeerInfo; }
 
 struct ncclComm {
   static constexpr uint64_t kMagic = 0x77656674436f6d6dULL;  // "weftComm"
   static constexpr uint64_t kDeadMagic = 0xdeaddeaddeaddeadULL;
 
+  ncclComm();
+  ~ncclComm();
+  ncclComm(const ncclComm&) = delete;
+  ncclComm& operator=(const ncclComm&) = delete;
+
   uint64_t magic = kMagic;
   int rank = -1;
   int nRanks = 0;
   int cudaDev = -1;
+  std::string busId;
+  uint64_t commHash = 0;  // identifies the communicator in logs (from the unique id)
+  weft::core::CommConfig config;
+
+  // State: ncclInProgress while a non-blocking creation runs; an error once the communicator failed.
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
+  std::atomic<bool> abortRequested{false};  // host waits give up when set
+  volatile uint32_t* abortFlag = nullptr;   // host-mapped, read by kernels (device view: abortFlagDev)
+  volatile uint32_t* abortFlagDev = nullptr;
+  bool finalized = false;
+  std::thread initThread;  // a non-blocking creation in progress
+  int splitCount = 0;      // ncclCommSplit calls so far (tags their messages)
+
+  std::unique_ptr<weft::bootstrap::Bootstrap> bootstrap;
+  std::vector<weft::core::PeerInfo> peers;  // every rank's identity, indexed by rank
+
+  // Channels: rings[c] is channel c's ring order; connections follow connPlan.
+  int nChannels = 0;
+  int p2pChannels = 0;  // channels on which every pair of ranks is connected
+  std::vector<std::vector<int>> rings;
+  weft::transport::ConnectionPlan connPlan;
+  std::unique_ptr<weft::transport::P2pConnections> p2p;
+  int stepBytes = 0;
+
+  // Device state.
+  weft::dev::DevComm* devComm = nullptr;  // device memory
+  uint32_t* blockArrivals = nullptr;      // device memory, one counter
+  weft::dev::DevWork* fifoHost = nullptr; // host-mapped work FIFO
+  weft::dev::DevWork* fifoDev = nullptr;  // its device view
+  volatile uint32_t* fifoConsumed = nullptr;  // host-mapped, written by kernels
+  volatile uint32_t* fifoConsumedDev = nullptr;
+  weft::enqueue::WorkFifo fifo{1};
+
+  // Enqueue state.
+  std::vector<weft::enqueue::Task> tasks;  // queued in the current group
+  weft::enqueue::RedOpTable redOps;
+  cudaEvent_t lastLaunchEvent = nullptr;   // orders launches across user streams
+  cudaEvent_t joinEvent = nullptr;         // joins a group's other streams to the launch stream
+  std::vector<void*> graphWorkBuffers;     // work items of launches captured in CUDA graphs
+  std::vector<void*> deviceAllocations;    // rings and peer tables of the device state
+  cudaStream_t lastLaunchStream = nullptr;
+  bool haveLaunched = false;
+  uint64_t nextOpSeq() { return ++opSeq_; }
+  uint64_t opCount() const { return opSeq_; }
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }
@@ -26,6 +89,7 @@ struct ncclComm {
   void setLastError(const char* text);
 
  private:
+  uint64_t opSeq_ = 0;
   mutable std::mutex lastErrorMutex_;
   char lastError_[1024] = "";
 };

@@ -1,0 +1,247 @@
+// Collective and point-to-point entry points: check the arguments, turn the call into tasks, queue.
+#include <cstdint>
+
+#include "api/export.h"
+#include "core/comm_checks.h"
+#include "core/communicator.h"
+#include "enqueue/group.h"
+#include "enqueue/redop.h"
+
+namespace weft::api {
+namespace {
+
+using enqueue::Task;
+using enqueue::TaskKind;
+
+// Validation shared by every call; fills the parts of the task common to all kinds.
+Status startTask(const char* fn, ncclComm_t comm, size_t count, ncclDataType_t type, cudaStream_t stream,
+                 TaskKind kind, Task* t) {
+  WEFT_TRY(core::checkCommUsable(comm, fn));
+  WEFT_CHECK_ARG(type >= 0 && type < ncclNumTypes, "%s: datatype %d is not a valid ncclDataType_t (0 to %d)", fn,
+                 (int)type, ncclNumTypes - 1);
+  WEFT_CHECK_ARG(count <= (SIZE_MAX >> 4), "%s: count %zu is too large", fn, count);
+  *t = Task{kind};
+  t->count = count;
+  t->dataType = (dev::DataType)type;
+  t->stream = stream;
+  t->opSeq = comm->nextOpSeq();
+  return ncclSuccess;
+}
+
+Status checkRoot(const char* fn, ncclComm_t comm, int root) {
+  WEFT_CHECK_ARG(root >= 0 && root < comm->nRanks, "%s: root %d is out of range; the communicator has %d ranks", fn,
+                 root, comm->nRanks);
+  return ncclSuccess;
+}
+
+Status checkBuffer(const char* fn, const char* name, const void* buf, size_t count) {
+  WEFT_CHECK_ARG(count == 0 || buf != nullptr, "%s: %s is NULL but count is %zu", fn, name, count);
+  return ncclSuccess;
+}
+
+// Runs a call's validation and queueing; inside a group, an error also fails the group.
+template <typename Body>
+ncclResult_t submit(const char* fn, Body&& body) {
+  ncclResult_t s = guard(fn, body);
+  if (isError(s)) enqueue::failGroup(s);
+  return s;
+}
+
+}  // namespace
+}  // namespace weft::api
+
+using namespace weft;
+using namespace weft::api;
+
+WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclAllReduce", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclAllReduce", comm, count, datatype, stream, TaskKind::kAllReduce, &t));
+    WEFT_TRY(checkBuffer("ncclAllReduce", "sendbuff", sendbuff, count));
+    WEFT_TRY(checkBuffer("ncclAllReduce", "recvbuff", recvbuff, count));
+    WEFT_TRY(enqueue::resolveRedOp(comm, op, datatype, "ncclAllReduce", &t));
+    t.sendBuff = sendbuff;
+    t.recvBuff = recvbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclBroadcast", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclBroadcast", comm, count, datatype, stream, TaskKind::kBroadcast, &t));
+    WEFT_TRY(checkRoot("ncclBroadcast", comm, root));
+    if (comm->rank == root) WEFT_TRY(checkBuffer("ncclBroadcast", "sendbuff", sendbuff, count));
+    WEFT_TRY(checkBuffer("ncclBroadcast", "recvbuff", recvbuff, count));
+    t.root = root;
+    t.sendBuff = comm->rank == root ? sendbuff : recvbuff;
+    t.recvBuff = recvbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclReduce", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclReduce", comm, count, datatype, stream, TaskKind::kReduce, &t));
+    WEFT_TRY(checkRoot("ncclReduce", comm, root));
+    WEFT_TRY(checkBuffer("ncclReduce", "sendbuff", sendbuff, count));
+    if (comm->rank == root) WEFT_TRY(checkBuffer("ncclReduce", "recvbuff", recvbuff, count));
+    WEFT_TRY(enqueue::resolveRedOp(comm, op, datatype, "ncclReduce", &t));
+    t.root = root;
+    t.sendBuff = sendbuff;
+    t.recvBuff = recvbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclAllGather", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclAllGather", comm, sendcount, datatype, stream, TaskKind::kAllGather, &t));
+    WEFT_TRY(checkBuffer("ncclAllGather", "sendbuff", sendbuff, sendcount));
+    WEFT_TRY(checkBuffer("ncclAllGather", "recvbuff", recvbuff, sendcount));
+    t.sendBuff = sendbuff;
+    t.recvBuff = recvbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclReduceScatter", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclReduceScatter", comm, recvcount, datatype, stream, TaskKind::kReduceScatter, &t));
+    WEFT_TRY(checkBuffer("ncclReduceScatter", "sendbuff", sendbuff, recvcount));
+    WEFT_TRY(checkBuffer("ncclReduceScatter", "recvbuff", recvbuff, recvcount));
+    WEFT_TRY(enqueue::resolveRedOp(comm, op, datatype, "ncclReduceScatter", &t));
+    t.sendBuff = sendbuff;
+    t.recvBuff = recvbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclSend", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclSend", comm, count, datatype, stream, TaskKind::kSend, &t));
+    WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclSend: peer %d is out of range; the communicator has %d ranks",
+                   peer, comm->nRanks);
+    WEFT_TRY(checkBuffer("ncclSend", "sendbuff", sendbuff, count));
+    t.peer = peer;
+    t.sendBuff = sendbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream) {
+  return submit("ncclRecv", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclRecv", comm, count, datatype, stream, TaskKind::kRecv, &t));
+    WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclRecv: peer %d is out of range; the communicator has %d ranks",
+                   peer, comm->nRanks);
+    WEFT_TRY(checkBuffer("ncclRecv", "recvbuff", recvbuff, count));
+    t.peer = peer;
+    t.recvBuff = recvbuff;
+    return enqueue::enqueueTask(comm, t);
+  });
+}
+
+// AlltoAll, Gather and Scatter are groups of sends and receives.
+namespace {
+
+Status queueExchange(ncclComm_t comm, Task t, TaskKind kind, int peer, const void* send, void* recv) {
+  t.kind = kind;
+  t.peer = peer;
+  t.sendBuff = send;
+  t.recvBuff = recv;
+  return enqueue::enqueueTask(comm, t);
+}
+
+template <typename Body>
+Status inGroup(Body&& body) {
+  WEFT_TRY(enqueue::groupStart());
+  Status s = body();
+  if (isError(s)) enqueue::failGroup(s);
+  Status end = enqueue::groupEnd();
+  return isError(s) ? s : end;
+}
+
+}  // namespace
+
+WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclAlltoAll", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclAlltoAll", comm, count, datatype, stream, TaskKind::kSend, &t));
+    WEFT_TRY(checkBuffer("ncclAlltoAll", "sendbuff", sendbuff, count));
+    WEFT_TRY(checkBuffer("ncclAlltoAll", "recvbuff", recvbuff, count));
+    WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
+                   "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported; use separate buffers");
+    size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
+    return inGroup([&]() -> Status {
+      for (int p = 0; p < comm->nRanks; ++p) {
+        WEFT_TRY(queueExchange(comm, t, TaskKind::kSend, p, (const char*)sendbuff + p * block, nullptr));
+        WEFT_TRY(queueExchange(comm, t, TaskKind::kRecv, p, nullptr, (char*)recvbuff + p * block));
+      }
+      return ncclSuccess;
+    });
+  });
+}
+
+WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclGather", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclGather", comm, count, datatype, stream, TaskKind::kSend, &t));
+    WEFT_TRY(checkRoot("ncclGather", comm, root));
+    WEFT_TRY(checkBuffer("ncclGather", "sendbuff", sendbuff, count));
+    if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
+    size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
+    return inGroup([&]() -> Status {
+      if (comm->rank == root) {
+        for (int p = 0; p < comm->nRanks; ++p) {
+          char* dst = (char*)recvbuff + p * block;
+          if (p == root && dst == sendbuff) continue;  // in place: the root's block is already there
+          WEFT_TRY(queueExchange(comm, t, TaskKind::kRecv, p, nullptr, dst));
+        }
+        if ((char*)recvbuff + root * block == sendbuff) return ncclSuccess;
+      }
+      return queueExchange(comm, t, TaskKind::kSend, root, sendbuff, nullptr);
+    });
+  });
+}
+
+WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclScatter", [&]() -> Status {
+    Task t;
+    WEFT_TRY(startTask("ncclScatter", comm, count, datatype, stream, TaskKind::kSend, &t));
+    WEFT_TRY(checkRoot("ncclScatter", comm, root));
+    WEFT_TRY(checkBuffer("ncclScatter", "recvbuff", recvbuff, count));
+    if (comm->rank == root) WEFT_TRY(checkBuffer("ncclScatter", "sendbuff", sendbuff, count));
+    size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
+    return inGroup([&]() -> Status {
+      bool inPlaceRoot = comm->rank == root && (const char*)sendbuff + root * block == recvbuff;
+      if (comm->rank == root) {
+        for (int p = 0; p < comm->nRanks; ++p) {
+          if (p == root && inPlaceRoot) continue;
+          WEFT_TRY(queueExchange(comm, t, TaskKind::kSend, p, (const char*)sendbuff + p * block, nullptr));
+        }
+      }
+      if (inPlaceRoot) return ncclSuccess;
+      return queueExchange(comm, t, TaskKind::kRecv, root, nullptr, recvbuff);
+    });
+  });
+}

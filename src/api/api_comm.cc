@@ -1,0 +1,229 @@
+// Communicator entry points: creation, splitting, finalize/destroy/abort, queries, reduction ops.
+#include <thread>
+
+#include "api/export.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
+#include "core/comm_checks.h"
+#include "core/comm_init.h"
+#include "core/comm_split.h"
+#include "core/communicator.h"
+#include "core/library.h"
+#include "enqueue/group.h"
+#include "enqueue/redop.h"
+#include "runtime/gpu.h"
+
+namespace weft::api {
+namespace {
+
+// Starts the creation of one communicator whose handle is already allocated: now (blocking,
+// outside a group), on its own thread (non-blocking), or at the group's end.
+Status startInit(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev) {
+  comm->rank = rank;
+  comm->nRanks = nRanks;
+  comm->cudaDev = cudaDev;
+  comm->asyncError.store(ncclInProgress);
+  auto job = [comm, id, nRanks, rank, cudaDev]() -> Status {
+    return core::initCommunicator(comm, id, nRanks, rank, cudaDev);
+  };
+  if (!comm->config.blocking) {
+    auto start = [comm, job]() -> Status {
+      comm->initThread = std::thread([job] { (void)job(); });
+      return ncclInProgress;
+    };
+    if (enqueue::inGroup()) {
+      enqueue::deferInit(start, /*blocking=*/false);
+      return ncclSuccess;
+    }
+    return start();
+  }
+  if (enqueue::inGroup()) {
+    enqueue::deferInit(job, /*blocking=*/true);
+    return ncclSuccess;
+  }
+  return job();
+}
+
+void destroyNow(ncclComm* comm) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  core::freeCommunicator(comm);
+  delete comm;
+}
+
+Status initRankConfig(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+                      const char* fn) {
+  WEFT_CHECK_ARG(newcomm != nullptr, "%s: argument 'comm' (the output pointer) is NULL", fn);
+  *newcomm = nullptr;
+  WEFT_CHECK_ARG(nranks >= 1, "%s: nranks is %d; it must be at least 1", fn, nranks);
+  WEFT_CHECK_ARG(rank >= 0 && rank < nranks, "%s: rank %d is out of range for nranks %d", fn, rank, nranks);
+  core::initOnce();
+  core::CommConfig cfg;
+  WEFT_TRY(core::parseConfig(config, fn, &cfg));
+  int dev = -1;
+  WEFT_TRY(runtime::getDevice(&dev));
+  auto* comm = new ncclComm();
+  comm->config = cfg;
+  Status s = startInit(comm, id, nranks, rank, dev);
+  if (isError(s)) {
+    destroyNow(comm);
+    return s;
+  }
+  *newcomm = comm;
+  return s;
+}
+
+}  // namespace
+}  // namespace weft::api
+
+using namespace weft;
+using namespace weft::api;
+
+WEFT_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+         ncclConfig_t* config) {
+  return guard("ncclCommInitRankConfig",
+               [&] { return initRankConfig(comm, nranks, commId, rank, config, "ncclCommInitRankConfig"); });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return guard("ncclCommInitRank", [&] { return initRankConfig(comm, nranks, commId, rank, nullptr, "ncclCommInitRank"); });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+         ncclUniqueId* commIds, ncclConfig_t* config) {
+  return guard("ncclCommInitRankScalable", [&]() -> Status {
+    WEFT_CHECK_ARG(nId >= 1, "ncclCommInitRankScalable: nId is %d; it must be at least 1", nId);
+    WEFT_CHECK_ARG(commIds != nullptr, "ncclCommInitRankScalable: argument 'commIds' is NULL");
+    // Every id's root accepts the whole job, so all ranks meeting at the first one is correct;
+    // the other roots stay idle until their deadline.
+    if (nId > 1) WEFT_INFO(log::kInit, "ncclCommInitRankScalable: %d roots given; weft rendezvouses at the first", nId);
+    return initRankConfig(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  return guard("ncclCommInitAll", [&]() -> Status {
+    WEFT_CHECK_ARG(comms != nullptr, "ncclCommInitAll: argument 'comm' is NULL");
+    WEFT_CHECK_ARG(ndev >= 1, "ncclCommInitAll: ndev is %d; it must be at least 1", ndev);
+    int count = 0;
+    WEFT_TRY(runtime::deviceCount(&count));
+    for (int i = 0; i < ndev; ++i) {
+      int d = devlist ? devlist[i] : i;
+      WEFT_CHECK_ARG(d >= 0 && d < count, "ncclCommInitAll: device %d (entry %d) does not exist; %d devices visible", d,
+                     i, count);
+      for (int j = 0; j < i; ++j) {
+        WEFT_CHECK_ARG(!devlist || devlist[j] != d, "ncclCommInitAll: device %d appears twice in devlist", d);
+      }
+    }
+    ncclUniqueId id;
+    WEFT_TRY(bootstrap::createUniqueId(&id));
+    int saved = -1;
+    WEFT_TRY(runtime::getDevice(&saved));
+    WEFT_TRY(enqueue::groupStart());
+    Status first = ncclSuccess;
+    for (int i = 0; i < ndev && !isError(first); ++i) {
+      first = runtime::setDevice(devlist ? devlist[i] : i);
+      if (!isError(first)) first = initRankConfig(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
+    }
+    if (isError(first)) enqueue::failGroup(first);
+    Status end = enqueue::groupEnd();
+    (void)runtime::setDevice(saved);
+    return isError(first) ? first : end;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  return guard("ncclCommFinalize", [&]() -> Status {
+    WEFT_TRY(core::checkCommUsable(comm, "ncclCommFinalize"));
+    return core::finalizeCommunicator(comm);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  return guard("ncclCommDestroy", [&]() -> Status {
+    if (comm == nullptr) return ncclSuccess;
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommDestroy"));
+    destroyNow(comm);
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  return guard("ncclCommAbort", [&]() -> Status {
+    if (comm == nullptr) return ncclSuccess;
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommAbort"));
+    core::requestAbort(comm);
+    destroyNow(comm);
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  return guard("ncclCommGetAsyncError", [&]() -> Status {
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommGetAsyncError"));
+    WEFT_CHECK_ARG(asyncError != nullptr, "ncclCommGetAsyncError: argument 'asyncError' is NULL");
+    *asyncError = comm->asyncError.load(std::memory_order_acquire);
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  return guard("ncclCommCount", [&]() -> Status {
+    WEFT_CHECK_ARG(count != nullptr, "ncclCommCount: argument 'count' is NULL");
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommCount"));
+    *count = comm->nRanks;
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  return guard("ncclCommCuDevice", [&]() -> Status {
+    WEFT_CHECK_ARG(device != nullptr, "ncclCommCuDevice: argument 'device' is NULL");
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommCuDevice"));
+    *device = comm->cudaDev;
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  return guard("ncclCommUserRank", [&]() -> Status {
+    WEFT_CHECK_ARG(rank != nullptr, "ncclCommUserRank: argument 'rank' is NULL");
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommUserRank"));
+    *rank = comm->rank;
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+         ncclScalarResidence_t residence, ncclComm_t comm) {
+  return guard("ncclRedOpCreatePreMulSum", [&]() -> Status {
+    WEFT_TRY(core::checkCommHandle(comm, "ncclRedOpCreatePreMulSum"));
+    return enqueue::createPreMulSum(comm, op, scalar, datatype, residence);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  return guard("ncclRedOpDestroy", [&]() -> Status {
+    WEFT_TRY(core::checkCommHandle(comm, "ncclRedOpDestroy"));
+    return enqueue::destroyRedOp(comm, op);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclGroupStart) { return guard("ncclGroupStart", [] { return enqueue::groupStart(); }); }
+
+WEFT_API(ncclResult_t, ncclGroupEnd) { return guard("ncclGroupEnd", [] { return enqueue::groupEnd(); }); }
+
+WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  return guard("ncclGroupSimulateEnd", [&]() -> Status {
+    WEFT_CHECK_ARG(simInfo != nullptr, "ncclGroupSimulateEnd: argument 'simInfo' is NULL");
+    WEFT_CHECK_ARG(simInfo->magic == 0x74685283, "ncclGroupSimulateEnd: simInfo was not initialized with "
+                   "NCCL_SIM_INFO_INITIALIZER (magic 0x%x)", simInfo->magic);
+    return enqueue::groupSimulateEnd(simInfo);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guard("ncclCommSplit", [&]() -> Status {
+    WEFT_TRY(core::checkCommUsable(comm, "ncclCommSplit"));
+    return core::splitCommunicator(comm, color, key, newcomm, config);
+  });
+}

@@ -1,0 +1,38 @@
+#include "core/comm_checks.h"
+
+#include "core/communicator.h"
+
+namespace weft::core {
+
+Status checkCommHandle(ncclComm* comm, const char* fn) {
+  WEFT_CHECK_ARG(comm != nullptr, "%s: argument 'comm' is NULL", fn);
+  WEFT_CHECK_ARG(comm->looksValid(), "%s: argument 'comm' (%p) is not a live communicator; was it destroyed?", fn,
+                 (void*)comm);
+  return ncclSuccess;
+}
+
+Status checkCommUsable(ncclComm* comm, const char* fn) {
+  WEFT_TRY(checkCommHandle(comm, fn));
+  ncclResult_t state = comm->asyncError.load(std::memory_order_acquire);
+  if (state == ncclInProgress) {
+    WEFT_WARN("%s: communicator (rank %d) is still being created; poll ncclCommGetAsyncError until it returns "
+              "ncclSuccess before using it", fn, comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (state != ncclSuccess) {
+    WEFT_WARN("%s: communicator (rank %d of %d) has failed earlier (%s) and cannot be used; see the earlier warning "
+              "(ncclGetLastError) and destroy or abort it", fn, comm->rank, comm->nRanks, ncclGetErrorString(state));
+    return state;
+  }
+  if (comm->abortRequested.load(std::memory_order_relaxed)) {
+    WEFT_WARN("%s: communicator (rank %d) was aborted", fn, comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (comm->finalized) {
+    WEFT_WARN("%s: communicator (rank %d) was finalized; only ncclCommDestroy may follow", fn, comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace weft::core

@@ -1,0 +1,16 @@
+// Checks every communicator entry point makes on its comm argument.
+#pragma once
+
+#include "core/status.h"
+
+struct ncclComm;
+
+namespace weft::core {
+
+// comm is non-NULL, a live weft communicator, fully created and not failed or aborted.
+[[nodiscard]] Status checkCommUsable(ncclComm* comm, const char* fn);
+
+// comm is non-NULL and a live weft communicator (creation may still be running).
+[[nodiscard]] Status checkCommHandle(ncclComm* comm, const char* fn);
+
+}  // namespace weft::core

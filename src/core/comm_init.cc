@@ -1,0 +1,217 @@
+#include "core/comm_init.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "bootstrap/bootstrap.h"
+#include "core/communicator.h"
+#include "core/param.h"
+#include "core/peer_info.h"
+#include "device/kernel_api.h"
+#include "runtime/gpu.h"
+#include "transport/p2p/p2p_connections.h"
+
+namespace weft::core {
+namespace {
+
+const param::IntParam kBuffSize{"NCCL_BUFFSIZE", 4 << 20};
+const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
+const param::IntParam kMaxChannels{"NCCL_MAX_NCHANNELS", -2};
+const param::IntParam kDefaultChannels{"NCCL_WEFT_NCHANNELS", 16};
+const param::IntParam kP2pChannels{"NCCL_WEFT_P2P_NCHANNELS", 4};
+const param::IntParam kAllowSharedGpu{"NCCL_WEFT_ALLOW_GPU_SHARING", 0};  // tests only
+const param::IntParam kFifoSlots{"NCCL_WORK_FIFO_DEPTH", 1 << 12};
+
+int chooseChannelCount(const ncclComm* comm) {
+  int n = (int)kDefaultChannels.get();
+  int lo = std::max<int>(comm->config.minCTAs, kMinChannels.get() > 0 ? (int)kMinChannels.get() : 1);
+  int hi = std::min<int>(comm->config.maxCTAs, kMaxChannels.get() > 0 ? (int)kMaxChannels.get() : dev::kMaxChannels);
+  hi = std::min(hi, dev::kMaxChannels);
+  lo = std::min(lo, hi);
+  return std::clamp(n, lo, hi);
+}
+
+uint32_t roundDownPow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+Status exchangePeerInfo(ncclComm* comm) {
+  PeerInfo me;
+  me.rank = comm->rank;
+  me.cudaDev = comm->cudaDev;
+  me.pid = (int32_t)getpid();
+  me.hostHash = localHostHash();
+  me.processHash = localProcessHash();
+  snprintf(me.busId, sizeof(me.busId), "%s", comm->busId.c_str());
+  snprintf(me.hostName, sizeof(me.hostName), "%s", localHostName().c_str());
+  comm->peers.assign(comm->nRanks, PeerInfo{});
+  comm->peers[comm->rank] = me;
+  WEFT_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  WEFT_TRY(checkPeerTable(comm->peers, kAllowSharedGpu.get() != 0));
+  if (!allOnOneHost(comm->peers)) {
+    for (const PeerInfo& p : comm->peers) {
+      if (p.hostHash != me.hostHash) {
+        WEFT_WARN("communicator creation: rank %d is on host %s and rank %d on host %s; weft does not have a network "
+                  "transport yet, so all ranks of a communicator must be on one host",
+                  me.rank, me.hostName, p.rank, p.hostName);
+        break;
+      }
+    }
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+// One ring per channel. Without a topology search yet: rank order, the same on every channel.
+void buildRings(ncclComm* comm) {
+  std::vector<int> order(comm->nRanks);
+  for (int r = 0; r < comm->nRanks; ++r) order[r] = r;
+  comm->rings.assign(comm->nChannels, order);
+}
+
+Status setupDeviceState(ncclComm* comm) {
+  // Host-mapped flags and the work FIFO.
+  void* host = nullptr;
+  void* devView = nullptr;
+  WEFT_TRY(runtime::hostAllocMapped(&host, 64));
+  memset(host, 0, 64);
+  comm->abortFlag = (volatile uint32_t*)host;
+  comm->fifoConsumed = (volatile uint32_t*)((char*)host + 32);
+  WEFT_TRY(runtime::hostDevicePointer(host, &devView));
+  comm->abortFlagDev = (volatile uint32_t*)devView;
+  comm->fifoConsumedDev = (volatile uint32_t*)((char*)devView + 32);
+
+  uint32_t slots = roundDownPow2((uint32_t)std::max<int64_t>(kFifoSlots.get(), 2 * dev::kMaxWorksPerChannel * dev::kMaxChannels));
+  WEFT_TRY(runtime::hostAllocMapped(&host, sizeof(dev::DevWork) * slots));
+  comm->fifoHost = (dev::DevWork*)host;
+  WEFT_TRY(runtime::hostDevicePointer(host, &devView));
+  comm->fifoDev = (dev::DevWork*)devView;
+  comm->fifo = enqueue::WorkFifo(slots);
+
+  void* arrivals = nullptr;
+  WEFT_TRY(runtime::deviceMalloc(&arrivals, 64));
+  WEFT_TRY(runtime::memset(arrivals, 0, 64));
+  comm->blockArrivals = (uint32_t*)arrivals;
+
+  // The device copy of the communicator: rings and connection info per channel.
+  dev::DevComm hostCopy{};
+  hostCopy.rank = comm->rank;
+  hostCopy.nRanks = comm->nRanks;
+  hostCopy.nChannels = comm->nChannels;
+  hostCopy.abortFlag = comm->abortFlagDev;
+  for (int c = 0; c < comm->nChannels; ++c) {
+    const std::vector<int>& ring = comm->rings[c];
+    int pos = (int)(std::find(ring.begin(), ring.end(), comm->rank) - ring.begin());
+    void* ranks = nullptr;
+    WEFT_TRY(runtime::deviceMalloc(&ranks, sizeof(int32_t) * ring.size()));
+    comm->deviceAllocations.push_back(ranks);
+    std::vector<int32_t> ring32(ring.begin(), ring.end());
+    WEFT_TRY(runtime::memcpy(ranks, ring32.data(), sizeof(int32_t) * ring.size()));
+    dev::DevRing& dr = hostCopy.channels[c].ring;
+    dr.index = pos;
+    dr.next = ring[(pos + 1) % comm->nRanks];
+    dr.prev = ring[(pos + comm->nRanks - 1) % comm->nRanks];
+    dr.userRanks = (const int32_t*)ranks;
+    void* peers = nullptr;
+    const std::vector<dev::DevPeer>& devPeers = comm->p2p->devPeers(c);
+    WEFT_TRY(runtime::deviceMalloc(&peers, sizeof(dev::DevPeer) * devPeers.size()));
+    comm->deviceAllocations.push_back(peers);
+    WEFT_TRY(runtime::memcpy(peers, devPeers.data(), sizeof(dev::DevPeer) * devPeers.size()));
+    hostCopy.channels[c].peers = (dev::DevPeer*)peers;
+  }
+  void* dc = nullptr;
+  WEFT_TRY(runtime::deviceMalloc(&dc, sizeof(dev::DevComm)));
+  WEFT_TRY(runtime::memcpy(dc, &hostCopy, sizeof(dev::DevComm)));
+  comm->devComm = (dev::DevComm*)dc;
+
+  WEFT_TRY(runtime::eventCreate(&comm->lastLaunchEvent));
+  WEFT_TRY(runtime::eventCreate(&comm->joinEvent));
+  return ncclSuccess;
+}
+
+Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev) {
+  auto start = std::chrono::steady_clock::now();
+  comm->rank = rank;
+  comm->nRanks = nRanks;
+  comm->cudaDev = cudaDev;
+  WEFT_TRY(runtime::setDevice(cudaDev));
+  runtime::DeviceProps props;
+  WEFT_TRY(runtime::deviceProps(cudaDev, &props));
+  comm->busId = props.busId;
+
+  WEFT_TRY(bootstrap::Bootstrap::init(id, rank, nRanks, &comm->abortRequested, &comm->bootstrap));
+  comm->commHash = comm->bootstrap->jobKey();
+  WEFT_TRY(exchangePeerInfo(comm));
+
+  comm->nChannels = chooseChannelCount(comm);
+  buildRings(comm);
+  comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
+  comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels);
+  int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
+  comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
+  WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
+  WEFT_TRY(setupDeviceState(comm));
+  WEFT_TRY(comm->bootstrap->barrier());
+
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WEFT_INFO(log::kInit, "comm %p rank %d nRanks %d cudaDev %d busId %s commHash 0x%llx - Init COMPLETE (%d channels, "
+            "%.3f s)", (void*)comm, rank, nRanks, cudaDev, comm->busId.c_str(), (unsigned long long)comm->commHash,
+            comm->nChannels, seconds);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+Status initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev) {
+  Status s = initSteps(comm, id, nRanks, rank, cudaDev);
+  if (isError(s)) {
+    comm->setLastError(log::lastErrorOfThread());
+    comm->asyncError.store(s);
+    return s;
+  }
+  comm->asyncError.store(ncclSuccess);
+  return ncclSuccess;
+}
+
+Status finalizeCommunicator(ncclComm* comm) {
+  if (comm->haveLaunched) {
+    runtime::ScopedDevice device;
+    WEFT_TRY(device.set(comm->cudaDev));
+    WEFT_TRY(runtime::eventSynchronize(comm->lastLaunchEvent));
+  }
+  if (comm->bootstrap) WEFT_TRY(comm->bootstrap->barrier());
+  comm->finalized = true;
+  return ncclSuccess;
+}
+
+void requestAbort(ncclComm* comm) {
+  comm->abortRequested.store(true);
+  if (comm->abortFlag) *comm->abortFlag = 1;
+}
+
+void freeCommunicator(ncclComm* comm) {
+  runtime::ScopedDevice device;
+  if (comm->cudaDev >= 0 && isError(device.set(comm->cudaDev))) {
+    WEFT_WARN("rank %d: could not select device %d to free the communicator", comm->rank, comm->cudaDev);
+  }
+  // Let the kernels end (promptly after an abort) before their memory goes away.
+  if (comm->haveLaunched && isError(runtime::eventSynchronize(comm->lastLaunchEvent))) {
+    WEFT_WARN("rank %d: outstanding work failed while destroying the communicator", comm->rank);
+  }
+  if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
+  if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
+  for (void* p : comm->graphWorkBuffers) runtime::freeHostQuiet(p);
+  for (void* p : comm->deviceAllocations) runtime::freeDeviceQuiet(p);
+  if (comm->devComm) runtime::freeDeviceQuiet(comm->devComm);
+  if (comm->blockArrivals) runtime::freeDeviceQuiet(comm->blockArrivals);
+  comm->p2p.reset();
+  if (comm->fifoHost) runtime::freeHostQuiet(comm->fifoHost);
+  if (comm->abortFlag) runtime::freeHostQuiet((void*)comm->abortFlag);
+  comm->bootstrap.reset();
+  comm->magic = ncclComm::kDeadMagic;
+}
+
+}  // namespace weft::core

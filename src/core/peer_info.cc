@@ -1,0 +1,79 @@
+#include "core/peer_info.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/param.h"
+
+namespace weft::core {
+namespace {
+
+// FNV-1a: stable across processes and builds (std::hash is not guaranteed to be).
+uint64_t hashText(const std::string& text, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string readFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+std::string localHostName() {
+  char name[256] = "";
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+uint64_t localHostHash() {
+  std::string id = param::getStr("NCCL_HOSTID", "");
+  if (id.empty()) id = localHostName() + readFirstLine("/proc/sys/kernel/random/boot_id");
+  return hashText(id);
+}
+
+uint64_t localProcessHash() {
+  struct stat st {};
+  std::string ns = stat("/proc/self/ns/pid", &st) == 0 ? std::to_string((unsigned long)st.st_ino) : "";
+  return hashText(std::to_string(getpid()) + ":" + ns, localHostHash());
+}
+
+Status checkPeerTable(const std::vector<PeerInfo>& peers, bool allowSharedGpu) {
+  for (size_t r = 0; r < peers.size(); ++r) {
+    const PeerInfo& p = peers[r];
+    if (p.magic != PeerInfo::kMagic || p.rank != (int)r) {
+      WEFT_WARN("communicator creation: the identity received for rank %zu is corrupt (magic 0x%x, rank %d); "
+                "are all ranks running the same weft build?", r, p.magic, p.rank);
+      return ncclInternalError;
+    }
+  }
+  if (allowSharedGpu) return ncclSuccess;
+  for (size_t a = 0; a < peers.size(); ++a) {
+    for (size_t b = a + 1; b < peers.size(); ++b) {
+      if (peers[a].hostHash == peers[b].hostHash && std::string(peers[a].busId) == peers[b].busId) {
+        WEFT_WARN("communicator creation: ranks %zu and %zu both use GPU %s on host %s; each rank needs its own GPU "
+                  "(check CUDA_VISIBLE_DEVICES and cudaSetDevice in each rank)",
+                  a, b, peers[a].busId, peers[a].hostName);
+        return ncclInvalidUsage;
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+bool allOnOneHost(const std::vector<PeerInfo>& peers) {
+  for (const PeerInfo& p : peers) {
+    if (p.hostHash != peers[0].hostHash) return false;
+  }
+  return true;
+}
+
+}  // namespace weft::core

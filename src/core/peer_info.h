@@ -1,0 +1,37 @@
+// What each rank tells the others about itself at creation, and the checks made on the whole set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace weft::core {
+
+struct PeerInfo {
+  static constexpr uint32_t kMagic = 0x70656572;  // "peer"
+  uint32_t magic = kMagic;
+  int32_t rank = -1;
+  int32_t cudaDev = -1;
+  int32_t pid = 0;
+  uint64_t hostHash = 0;     // same host: same value (hostname + boot id, or NCCL_HOSTID)
+  uint64_t processHash = 0;  // same process: same value (host + pid + pid namespace)
+  char busId[32] = "";       // the GPU's PCI bus id, "0000:xx:yy.0"
+  char hostName[64] = "";
+};
+static_assert(sizeof(PeerInfo) == 136, "PeerInfo travels between ranks as bytes");
+
+// This host's identity: hash of the host name and boot id (NCCL_HOSTID replaces both).
+uint64_t localHostHash();
+uint64_t localProcessHash();
+std::string localHostName();
+
+// Checks a gathered table: every entry intact and in its place, no two ranks on one GPU (unless
+// allowSharedGpu). Errors name both ranks.
+[[nodiscard]] Status checkPeerTable(const std::vector<PeerInfo>& peers, bool allowSharedGpu);
+
+// True when every rank is on the same host (the single-node data path needs it).
+bool allOnOneHost(const std::vector<PeerInfo>& peers);
+
+}  // namespace weft::core

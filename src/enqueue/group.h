@@ -1,0 +1,32 @@
+// Group semantics (ncclGroupStart/End): calls between the outermost Start and End are queued per
+// communicator and launched together at End. Outside a group every call is its own implicit group.
+// Communicator creation inside a group (one thread driving several GPUs) is deferred to End, where
+// the creations run concurrently, since each waits for the others' rendezvous.
+#pragma once
+
+#include <functional>
+
+#include "core/status.h"
+#include "enqueue/task.h"
+
+struct ncclComm;
+
+namespace weft::enqueue {
+
+[[nodiscard]] Status groupStart();
+[[nodiscard]] Status groupEnd();
+// Like groupEnd, but launches nothing: drops the queued work and reports the model's estimate.
+[[nodiscard]] Status groupSimulateEnd(ncclSimInfo_t* simInfo);
+bool inGroup();
+
+// Queues a task on the communicator; launches at once when no group is open.
+[[nodiscard]] Status enqueueTask(ncclComm* comm, const Task& task);
+
+// A communicator creation to run at the outermost groupEnd. `blocking` false: groupEnd returns
+// ncclInProgress at once and the job reports through the communicator's async error.
+void deferInit(std::function<Status()> job, bool blocking);
+
+// Records an error raised inside a group: the group's End reports it and launches nothing.
+void failGroup(Status error);
+
+}  // namespace weft::enqueue

@@ -1,0 +1,31 @@
+// Which connections a communicator sets up: on every channel a send connection to the ring's next
+// rank and a receive connection from its previous rank, plus, on the first p2pChannels channels,
+// connections between every pair of ranks for point-to-point traffic. Every rank computes the same
+// plan from the same ring orders, so a connection a->b on channel c exists at a (send side) exactly
+// when it exists at b (receive side).
+#pragma once
+
+#include <vector>
+
+namespace weft::transport {
+
+struct ConnectionPlan {
+  int rank = 0;
+  int nRanks = 1;
+  int nChannels = 0;
+  // sendOn[c][p] / recvOn[c][p]: this rank has a connection to / from peer p on channel c.
+  std::vector<std::vector<bool>> sendOn;
+  std::vector<std::vector<bool>> recvOn;
+
+  // The channels carrying traffic to / from a peer, in increasing order (for the planner).
+  std::vector<int> sendChannels(int peer) const;
+  std::vector<int> recvChannels(int peer) const;
+  // Number of connections this rank receives on (each needs a staging buffer here).
+  int recvConnectionCount() const;
+};
+
+// rings[c] lists the ranks of channel c's ring in order. The rank itself is never connected to
+// itself (self traffic is a local copy).
+ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels);
+
+}  // namespace weft::transport

@@ -1,0 +1,40 @@
+// Where things live inside one rank's connection memory (one allocation per rank, shared with
+// its peers): first a counter block per (channel, peer), then a staging buffer per receive
+// connection. A peer computes the same offsets from the same plan, so one mapping of the whole
+// allocation gives it every remote address it needs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/connection_plan.h"
+
+namespace weft::transport {
+
+// Counter block of (channel, peer): the tail of the connection from the peer (written by the
+// peer as sender) and, one cache line further, the head of the connection to the peer (written
+// by the peer as receiver). Separate 128-byte lines keep a poller from sharing a line with a writer.
+constexpr size_t kCounterBlockBytes = 256;
+constexpr size_t kTailOffset = 0;
+constexpr size_t kHeadOffset = 128;
+constexpr size_t kBufferAlign = 4096;
+
+struct ConnLayout {
+  int nChannels = 0;
+  int nRanks = 0;
+  size_t bufferBytes = 0;  // staging buffer per receive connection (all protocols together)
+
+  size_t countersBytes() const { return (size_t)nChannels * nRanks * kCounterBlockBytes; }
+  size_t counterBlock(int channel, int peer) const {
+    return ((size_t)channel * nRanks + peer) * kCounterBlockBytes;
+  }
+  size_t buffersStart() const { return (countersBytes() + kBufferAlign - 1) / kBufferAlign * kBufferAlign; }
+  // Offset of the staging buffer for the receive connection (channel, from `sender`) in the memory
+  // of the rank whose plan is `receiverPlan`; the connection must exist in that plan.
+  size_t recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const;
+  size_t totalBytes(const ConnectionPlan& plan) const {
+    return buffersStart() + (size_t)plan.recvConnectionCount() * bufferBytes;
+  }
+};
+
+}  // namespace weft::transport
