@@ -8,8 +8,6 @@ using weft::api::notImplemented;
 #define WEFT_PENDING(name, why, ...) \
   WEFT_API(ncclResult_t, name, __VA_ARGS__) { return notImplemented(#name, why); }
 
-WEFT_PENDING(ncclMemAlloc, "needs the GPU runtime layer", void** ptr, size_t size)
-WEFT_PENDING(ncclMemFree, "needs the GPU runtime layer", void* ptr)
 WEFT_PENDING(ncclCommInitRankConfig, "communicators are not built yet", ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config)
 WEFT_PENDING(ncclCommInitRank, "communicators are not built yet", ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank)
 WEFT_PENDING(ncclCommInitAll, "communicators are not built yet", ncclComm_t* comm, int ndev, const int* devlist)
