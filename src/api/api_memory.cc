@@ -1,0 +1,24 @@
+// ncclMemAlloc / ncclMemFree: device memory that NCCL can share with peers cheaply (cuMem with
+// POSIX fd handles, mapped for every P2P-capable device; cudaMalloc where cuMem is unusable).
+#include "api/export.h"
+#include "core/status.h"
+#include "runtime/mem_alloc.h"
+
+WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  return weft::api::guard("ncclMemAlloc", [&]() -> ncclResult_t {
+    WEFT_CHECK_ARG(ptr != nullptr, "ncclMemAlloc: argument 'ptr' is NULL");
+    if (size == 0) {
+      *ptr = nullptr;
+      return ncclSuccess;
+    }
+    WEFT_TRY(weft::runtime::memAlloc(ptr, size));
+    return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclMemFree, void* ptr) {
+  return weft::api::guard("ncclMemFree", [&]() -> ncclResult_t {
+    WEFT_TRY(weft::runtime::memFree(ptr));
+    return ncclSuccess;
+  });
+}

@@ -1,0 +1,166 @@
+// The GPU runtime facade: the only door from weft to the CUDA runtime and driver (a HIP build will
+// provide this same header over hip*). Every call returns a Status; a failed GPU call is logged once
+// with the call text, the CUDA error name and text and, where one is known, a remedy, and answers
+// ncclUnhandledCudaError. Callers use the aliases below, never cuda* names.
+//
+// The driver API (cuMem*, ...) is reached through entry points that the runtime hands out
+// (driver_api.h), so the library does not link libcuda and loads on machines without a driver.
+#pragma once
+
+#include <cuda_runtime_api.h>  // only for the handle types aliased below and dim3
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "core/status.h"
+
+namespace weft::runtime {
+
+using Stream = cudaStream_t;
+using Event = cudaEvent_t;
+using Dim3 = dim3;
+using HostFn = void (*)(void* arg);
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+// Number of visible devices. Without a usable driver this is an error (with the reason), not 0.
+[[nodiscard]] Status deviceCount(int* count);
+// The calling thread's current device; both also tell the logger ("[dev]" in log lines).
+[[nodiscard]] Status getDevice(int* device);
+[[nodiscard]] Status setDevice(int device);
+
+struct DeviceProps {
+  char name[256] = "";
+  char busId[32] = "";  // lowercase "0000:xx:yy.0", as NCCL prints and as sysfs names it
+  int smCount = 0;
+  int ccMajor = 0, ccMinor = 0;
+  size_t totalMemBytes = 0;
+  size_t maxSmemPerBlockOptin = 0;  // the most dynamic shared memory a kernel can opt into
+};
+[[nodiscard]] Status deviceProps(int device, DeviceProps* out);
+
+// Can `device` map memory that lives on `peer`?
+[[nodiscard]] Status canAccessPeer(int device, int peer, bool* can);
+// Lets the current device access `peer`'s memory; "already enabled" counts as success.
+[[nodiscard]] Status enablePeerAccess(int peer);
+[[nodiscard]] Status deviceSynchronize();
+[[nodiscard]] Status memGetInfo(size_t* freeBytes, size_t* totalBytes);
+// Driver version as CUDA encodes it (13000 = 13.0); 0 when no driver is installed.
+[[nodiscard]] Status driverVersion(int* version);
+[[nodiscard]] Status runtimeVersion(int* version);
+
+// ---------------------------------------------------------------------------------------------
+// Memory (on the current device). deviceMemcpy* use the unified address space (any direction).
+
+[[nodiscard]] Status deviceMalloc(void** ptr, size_t bytes);
+[[nodiscard]] Status deviceFree(void* ptr);
+[[nodiscard]] Status deviceMemset(void* ptr, int value, size_t bytes);
+[[nodiscard]] Status deviceMemsetAsync(void* ptr, int value, size_t bytes, Stream stream);
+[[nodiscard]] Status deviceMemcpy(void* dst, const void* src, size_t bytes);
+[[nodiscard]] Status deviceMemcpyAsync(void* dst, const void* src, size_t bytes, Stream stream);
+// Pinned host memory, mapped into every device's address space and usable from every context.
+[[nodiscard]] Status hostAllocMapped(void** ptr, size_t bytes);
+[[nodiscard]] Status hostFree(void* ptr);
+[[nodiscard]] Status hostDevicePointer(void* hostPtr, void** devicePtr);
+// The device a device (or managed) pointer belongs to.
+[[nodiscard]] Status pointerDevice(const void* ptr, int* device);
+
+// ---------------------------------------------------------------------------------------------
+// Streams and events
+
+[[nodiscard]] Status streamPriorityRange(int* least, int* greatest);
+// A non-blocking stream (no implicit sync with the legacy default stream). Lower = higher priority.
+[[nodiscard]] Status streamCreate(Stream* out, int priority = 0);
+[[nodiscard]] Status streamDestroy(Stream stream);
+// *done = all work queued so far has finished.
+[[nodiscard]] Status streamQuery(Stream stream, bool* done);
+[[nodiscard]] Status streamSynchronize(Stream stream);
+[[nodiscard]] Status streamWaitEvent(Stream stream, Event event);
+
+// Events without timing (cheaper to record and wait on).
+[[nodiscard]] Status eventCreate(Event* out);
+[[nodiscard]] Status eventDestroy(Event event);
+[[nodiscard]] Status eventRecord(Event event, Stream stream);
+[[nodiscard]] Status eventQuery(Event event, bool* done);
+[[nodiscard]] Status eventSynchronize(Event event);
+
+enum class CaptureStatus { kNone, kActive, kInvalidated };
+struct CaptureInfo {
+  CaptureStatus status = CaptureStatus::kNone;
+  unsigned long long graphId = 0;  // unique per capture sequence while status is kActive
+};
+// Whether work enqueued on `stream` now would be captured into a CUDA graph.
+[[nodiscard]] Status streamCaptureInfo(Stream stream, CaptureInfo* out);
+
+// ---------------------------------------------------------------------------------------------
+// Kernels and host functions
+
+[[nodiscard]] Status launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t smemBytes,
+                                  Stream stream);
+// Allows `func` to be launched with up to `bytes` of dynamic shared memory (beyond the 48 KiB default).
+[[nodiscard]] Status funcSetMaxDynamicSmem(const void* func, int bytes);
+// Runs fn(arg) on a runtime thread once the stream's earlier work is done; fn must not call CUDA.
+[[nodiscard]] Status launchHostFunc(Stream stream, HostFn fn, void* arg);
+
+// ---------------------------------------------------------------------------------------------
+// RAII
+
+// Switches the calling thread to another device and back on destruction.
+class ScopedDevice {
+ public:
+  ScopedDevice() = default;
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  ~ScopedDevice();
+  [[nodiscard]] Status set(int device);
+
+ private:
+  int saved_ = -1;
+  bool changed_ = false;
+};
+
+// Frees that cannot report: they warn on failure. Used by Owned<> below.
+void freeDeviceQuiet(void* ptr);
+void freeHostQuiet(void* ptr);
+void destroyStreamQuiet(Stream stream);
+void destroyEventQuiet(Event event);
+
+// Owns one runtime handle; move-only. `out()` is for the create call: Status s = streamCreate(o.out()).
+template <typename Handle, void (*Release)(Handle)>
+class Owned {
+ public:
+  Owned() = default;
+  explicit Owned(Handle h) : h_(h) {}
+  Owned(Owned&& o) noexcept : h_(o.release()) {}
+  Owned& operator=(Owned&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() { reset(); }
+
+  Handle get() const { return h_; }
+  explicit operator bool() const { return h_ != Handle{}; }
+  Handle* out() {
+    reset();
+    return &h_;
+  }
+  Handle release() { return std::exchange(h_, Handle{}); }
+  void reset(Handle h = Handle{}) {
+    if (h_ != Handle{}) Release(h_);
+    h_ = h;
+  }
+
+ private:
+  Handle h_{};
+};
+
+using DeviceBuffer = Owned<void*, &freeDeviceQuiet>;
+using PinnedBuffer = Owned<void*, &freeHostQuiet>;
+using OwnedStream = Owned<Stream, &destroyStreamQuiet>;
+using OwnedEvent = Owned<Event, &destroyEventQuiet>;
+
+}  // namespace weft::runtime

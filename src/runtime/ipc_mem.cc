@@ -1,0 +1,184 @@
+#include "runtime/ipc_mem.h"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/log.h"
+#include "runtime/cuda_check.h"
+#include "runtime/cumem.h"
+#include "runtime/driver_api.h"
+#include "runtime/gpu.h"
+
+namespace weft::runtime {
+namespace {
+// Far above any GPU's memory; a larger size can only come from a corrupted descriptor.
+constexpr uint64_t kMaxAllocBytes = 1ull << 48;
+}  // namespace
+
+Status exportMem(const ShareableAlloc& alloc, size_t offset, size_t bytes, IpcMemDesc* out) {
+  WEFT_CHECK_ARG(out != nullptr, "exportMem: out is NULL");
+  WEFT_CHECK_ARG(alloc.valid(), "exportMem: the allocation is empty");
+  WEFT_CHECK_ARG(offset <= alloc.bytes() && bytes <= alloc.bytes() - offset,
+                 "exportMem: region [%zu, +%zu) exceeds the allocation of %zu bytes", offset, bytes, alloc.bytes());
+  IpcMemDesc d;
+  std::memset(&d, 0, sizeof(d));  // no stray bytes on the wire
+  d.magic = kIpcMemDescMagic;
+  d.kind = (uint32_t)alloc.kind();
+  d.allocBytes = alloc.bytes();
+  d.offset = offset;
+  d.bytes = bytes;
+  d.ownerPid = (int32_t)getpid();
+  d.ownerDevice = alloc.device();
+  d.localId = alloc.localId();
+  if (alloc.kind() == MemKind::kLegacyCudaIpc) d.legacy = alloc.legacyHandle();
+  *out = d;
+  return ncclSuccess;
+}
+
+Status checkIpcMemDesc(const IpcMemDesc& d, const char* from) {
+  if (d.magic != kIpcMemDescMagic) {
+    WEFT_WARN("memory descriptor from %s is not one (magic 0x%08x, expected 0x%08x): the peer runs a different "
+              "library version or the data was corrupted", from, d.magic, kIpcMemDescMagic);
+    return ncclInternalError;
+  }
+  if (d.kind != (uint32_t)MemKind::kCuMemFd && d.kind != (uint32_t)MemKind::kLegacyCudaIpc) {
+    WEFT_WARN("memory descriptor from %s has unknown kind %u", from, d.kind);
+    return ncclInternalError;
+  }
+  if (d.allocBytes == 0 || d.allocBytes > kMaxAllocBytes || d.offset > d.allocBytes ||
+      d.bytes > d.allocBytes - d.offset) {
+    WEFT_WARN("memory descriptor from %s is inconsistent: region [%llu, +%llu) of an allocation of %llu bytes",
+              from, (unsigned long long)d.offset, (unsigned long long)d.bytes, (unsigned long long)d.allocBytes);
+    return ncclInternalError;
+  }
+  if (d.ownerPid <= 0 || d.ownerDevice < 0) {
+    WEFT_WARN("memory descriptor from %s names an impossible owner (pid %d, device %d)", from, d.ownerPid,
+              d.ownerDevice);
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+struct ImportedMemImpl {
+  static Status cuMem(const IpcMemDesc& d, int fd, int device, const char* from, ImportedMem* m) {
+    const DriverApi* api = nullptr;
+    WEFT_TRY(driverApi(&api));
+    CUmemAllocationProp prop;
+    WEFT_TRY(cumem::allocationProp(*api, device, &prop));
+    size_t gran = 0;
+    WEFT_TRY(cumem::granularity(*api, prop, false, &gran));
+    if (d.allocBytes % gran != 0) {
+      WEFT_WARN("cuMem allocation from %s has %llu bytes, not a multiple of this device's granularity %zu: "
+                "the GPUs differ in a way weft does not handle; set NCCL_CUMEM_ENABLE=0",
+                from, (unsigned long long)d.allocBytes, gran);
+      return ncclInternalError;
+    }
+    m->kind_ = MemKind::kCuMemFd;
+    m->device_ = device;
+    CUmemGenericAllocationHandle handle = 0;
+    WEFT_CU_TRY(api->cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>((uintptr_t)fd),
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    m->handle_ = handle;
+    CUdeviceptr va = 0;
+    WEFT_CU_TRY(api->cuMemAddressReserve(&va, d.allocBytes, gran, 0, 0));
+    m->va_ = va;
+    m->reserved_ = d.allocBytes;
+    WEFT_CU_TRY(api->cuMemMap(va, d.allocBytes, 0, handle, 0));
+    m->mapped_ = true;
+    WEFT_TRY(cumem::setAccess(*api, va, d.allocBytes, std::vector<int>{device}));
+    m->base_ = reinterpret_cast<void*>(va);
+    finish(d, m);
+    return ncclSuccess;
+  }
+
+  static Status legacy(const IpcMemDesc& d, int device, const char* from, ImportedMem* m) {
+    if (d.ownerPid == (int32_t)getpid()) {
+      WEFT_WARN("legacy CUDA IPC memory from %s belongs to this process (pid %d); CUDA cannot open its own "
+                "handles: use the pointer directly", from, d.ownerPid);
+      return ncclInternalError;
+    }
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, d.legacy.bytes, sizeof(h));
+    void* base = nullptr;
+    WEFT_CUDA_TRY(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess));
+    m->kind_ = MemKind::kLegacyCudaIpc;
+    m->device_ = device;
+    m->base_ = base;
+    finish(d, m);
+    return ncclSuccess;
+  }
+
+  static void finish(const IpcMemDesc& d, ImportedMem* m) {
+    m->ptr_ = static_cast<char*>(m->base_) + d.offset;
+    m->bytes_ = d.bytes;
+  }
+};
+
+Status importMem(const IpcMemDesc& desc, int fd, ImportedMem* out, const char* from) {
+  WEFT_CHECK_ARG(out != nullptr, "importMem: out is NULL");
+  WEFT_TRY(checkIpcMemDesc(desc, from));
+  if (desc.kind == (uint32_t)MemKind::kCuMemFd && fd < 0) {
+    WEFT_WARN("importMem: cuMem memory from %s needs the file descriptor its owner sends (got %d)", from, fd);
+    return ncclInvalidArgument;
+  }
+  int device = -1;
+  WEFT_TRY(getDevice(&device));
+  WEFT_TRY(setDevice(device));  // makes the primary context current for the driver calls
+  ImportedMem m;
+  if (desc.kind == (uint32_t)MemKind::kCuMemFd) {
+    WEFT_TRY(ImportedMemImpl::cuMem(desc, fd, device, from, &m));
+  } else {
+    WEFT_TRY(ImportedMemImpl::legacy(desc, device, from, &m));
+  }
+  WEFT_INFO(log::kP2p, "imported %s memory from %s (pid %d device %d, id %llu): %llu bytes at %p on device %d",
+            memKindName(m.kind()), from, desc.ownerPid, desc.ownerDevice, (unsigned long long)desc.localId,
+            (unsigned long long)desc.bytes, m.ptr(), device);
+  *out = std::move(m);
+  return ncclSuccess;
+}
+
+ImportedMem::ImportedMem(ImportedMem&& other) noexcept { *this = std::move(other); }
+
+ImportedMem& ImportedMem::operator=(ImportedMem&& other) noexcept {
+  if (this == &other) return *this;
+  reset();
+  ptr_ = std::exchange(other.ptr_, nullptr);
+  bytes_ = std::exchange(other.bytes_, 0);
+  kind_ = std::exchange(other.kind_, MemKind::kNone);
+  device_ = std::exchange(other.device_, -1);
+  base_ = std::exchange(other.base_, nullptr);
+  handle_ = std::exchange(other.handle_, 0);
+  va_ = std::exchange(other.va_, 0);
+  reserved_ = std::exchange(other.reserved_, 0);
+  mapped_ = std::exchange(other.mapped_, false);
+  return *this;
+}
+
+void ImportedMem::reset() {
+  if (kind_ == MemKind::kNone) return;
+  ScopedDevice onDevice;
+  if (onDevice.set(device_) == ncclSuccess) {
+    if (kind_ == MemKind::kCuMemFd) {
+      const DriverApi* api = nullptr;
+      if (driverApi(&api) == ncclSuccess) {
+        if (mapped_ && api->cuMemUnmap(va_, reserved_) != CUDA_SUCCESS) WEFT_WARN("cuMemUnmap(0x%llx) failed", va_);
+        if (va_ != 0 && api->cuMemAddressFree(va_, reserved_) != CUDA_SUCCESS) {
+          WEFT_WARN("cuMemAddressFree(0x%llx) failed", va_);
+        }
+        if (handle_ != 0 && api->cuMemRelease(handle_) != CUDA_SUCCESS) WEFT_WARN("cuMemRelease failed");
+      }
+    } else if (base_ != nullptr) {
+      cudaError_t e = cudaIpcCloseMemHandle(base_);
+      if (e != cudaSuccess) (void)detail::reportCudaError(e, "cudaIpcCloseMemHandle(base_)", __FILE__, __LINE__);
+    }
+  }
+  kind_ = MemKind::kNone;  // so that the assignment below does not come back here
+  *this = ImportedMem();
+}
+
+}  // namespace weft::runtime
