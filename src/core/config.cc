@@ -2,8 +2,11 @@
 
 #include <strings.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstring>
+#include <optional>
 
 #include "core/param.h"
 
@@ -56,35 +59,14 @@ Status readUserConfig(const ncclConfig_t* user, const char* function, ncclConfig
   return ncclSuccess;
 }
 
-// Environment variables override the caller's values (NCCL's envConfigOverride).
-void applyEnvironment(ncclConfig_t* c, std::string* netName) {
-  auto override = [](const char* name, int* field) {
-    if (param::lookup(name)) *field = (int)param::getInt(name, *field);
-  };
-  override("NCCL_COMM_BLOCKING", &c->blocking);
-  override("NCCL_CGA_CLUSTER_SIZE", &c->cgaClusterSize);
-  override("NCCL_MIN_CTAS", &c->minCTAs);
-  override("NCCL_MAX_CTAS", &c->maxCTAs);
-  override("NCCL_COMM_SPLIT_SHARE_RESOURCES", &c->splitShare);
-  override("NCCL_COLLNET_ENABLE", &c->collnetEnable);
-  override("NCCL_COMM_SHRINK_SHARE_RESOURCES", &c->shrinkShare);
-  override("NCCL_NVLS_NCHANNELS", &c->nvlsCTAs);
-  override("NCCL_NCHANNELS_PER_NET_PEER", &c->nChannelsPerNetPeer);
-  override("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", &c->nvlinkCentricSched);
-  if (auto policy = param::lookup("NCCL_CTA_POLICY")) {
-    int parsed = parseCtaPolicy(*policy);
-    if (parsed < 0) WEFT_WARN("NCCL_CTA_POLICY='%s' is not DEFAULT, EFFICIENCY, ZERO or 0-2; ignored", policy->c_str());
-    else c->CTAPolicy = parsed;
-  }
-  if (auto net = param::lookup("NCCL_NET")) *netName = *net;
-}
-
 bool isBool(int v) { return v == 0 || v == 1; }
 
-Status validateAndResolve(const ncclConfig_t& c, const std::string& netName, const char* fn, CommConfig* out) {
+// The caller's own values must make sense; a bad one is the caller's bug (ncclInvalidArgument).
+Status validateUserConfig(const ncclConfig_t& c, const char* fn) {
   WEFT_CHECK_ARG(c.blocking == kUndef || isBool(c.blocking), "%s: config->blocking is %d; use 0 or 1", fn, c.blocking);
-  WEFT_CHECK_ARG(c.cgaClusterSize == kUndef || (c.cgaClusterSize >= 0 && c.cgaClusterSize <= 8),
-                 "%s: config->cgaClusterSize is %d; use 0 to 8", fn, c.cgaClusterSize);
+  // Sizes above the hardware limit are clamped later, as NCCL does; only negative ones are wrong.
+  WEFT_CHECK_ARG(c.cgaClusterSize == kUndef || c.cgaClusterSize >= 0,
+                 "%s: config->cgaClusterSize is %d; use 0 to %d", fn, c.cgaClusterSize, kMaxCgaClusterSize);
   WEFT_CHECK_ARG(c.minCTAs == kUndef || c.minCTAs > 0, "%s: config->minCTAs is %d; it must be positive", fn, c.minCTAs);
   WEFT_CHECK_ARG(c.maxCTAs == kUndef || c.maxCTAs > 0, "%s: config->maxCTAs is %d; it must be positive", fn, c.maxCTAs);
   WEFT_CHECK_ARG(c.minCTAs == kUndef || c.maxCTAs == kUndef || c.minCTAs <= c.maxCTAs,
@@ -99,11 +81,65 @@ Status validateAndResolve(const ncclConfig_t& c, const std::string& netName, con
                  "%s: config->nChannelsPerNetPeer is %d; use 1 to %d", fn, c.nChannelsPerNetPeer, kMaxChannels);
   WEFT_CHECK_ARG(c.nvlinkCentricSched == kUndef || isBool(c.nvlinkCentricSched),
                  "%s: config->nvlinkCentricSched is %d; use 0 or 1", fn, c.nvlinkCentricSched);
+  return ncclSuccess;
+}
 
+// An integer environment variable, if it is set to a readable integer.
+std::optional<int> envInt(const char* name) {
+  if (!param::lookup(name)) return std::nullopt;
+  int64_t v = param::getInt(name, kUndef);  // unparsable text was warned about and reads as kUndef
+  if (v == kUndef || v < INT_MIN || v > INT_MAX) return std::nullopt;
+  return (int)v;
+}
+
+// Environment variables override the caller's values (NCCL's envConfigOverride). As in NCCL, an
+// out-of-range value is ignored with a note instead of failing every communicator in the job.
+void applyEnvironment(ncclConfig_t* c, std::string* netName) {
+  auto ignored = [](const char* name, int v, const char* why) {
+    WEFT_INFO(log::kEnv, "%s=%d ignored: %s", name, v, why);
+  };
+  if (auto v = envInt("NCCL_COMM_BLOCKING")) {
+    if (isBool(*v)) c->blocking = *v;
+    else ignored("NCCL_COMM_BLOCKING", *v, "use 0 or 1");
+  }
+  if (auto v = envInt("NCCL_CGA_CLUSTER_SIZE")) {
+    if (*v >= 0) c->cgaClusterSize = *v;  // values above the limit are clamped when resolving
+    else ignored("NCCL_CGA_CLUSTER_SIZE", *v, "it must not be negative");
+  }
+  const struct { const char* name; int* field; } positives[] = {
+      {"NCCL_MIN_CTAS", &c->minCTAs}, {"NCCL_MAX_CTAS", &c->maxCTAs},
+      {"NCCL_NCHANNELS_PER_NET_PEER", &c->nChannelsPerNetPeer}};
+  for (const auto& p : positives) {
+    if (auto v = envInt(p.name)) {
+      if (*v > 0) *p.field = *v;
+      else ignored(p.name, *v, "it must be positive");
+    }
+  }
+  if (auto v = envInt("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE")) {
+    if (isBool(*v)) c->nvlinkCentricSched = *v;
+    else ignored("NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", *v, "use 0 or 1");
+  }
+  // Switches: anything but 1 means off (NCCL resets invalid values to 0).
+  const struct { const char* name; int* field; } switches[] = {
+      {"NCCL_COMM_SPLIT_SHARE_RESOURCES", &c->splitShare}, {"NCCL_COMM_SHRINK_SHARE_RESOURCES", &c->shrinkShare},
+      {"NCCL_COLLNET_ENABLE", &c->collnetEnable}};
+  for (const auto& s : switches) {
+    if (auto v = envInt(s.name)) *s.field = *v == 1 ? 1 : 0;
+  }
+  if (auto v = envInt("NCCL_NVLS_NCHANNELS")) c->nvlsCTAs = *v > 0 ? *v : kUndef;  // <= 0: automatic
+  if (auto policy = param::lookup("NCCL_CTA_POLICY")) {
+    int parsed = parseCtaPolicy(*policy);
+    if (parsed < 0) WEFT_INFO(log::kEnv, "NCCL_CTA_POLICY='%s' is not DEFAULT, EFFICIENCY, ZERO or 0-2; ignored", policy->c_str());
+    else c->CTAPolicy = parsed;
+  }
+  if (auto net = param::lookup("NCCL_NET")) *netName = *net;
+}
+
+void resolve(const ncclConfig_t& c, const std::string& netName, CommConfig* out) {
   if (c.blocking != kUndef) out->blocking = c.blocking == 1;
-  if (c.cgaClusterSize != kUndef) out->cgaClusterSize = c.cgaClusterSize;
-  if (c.minCTAs != kUndef) out->minCTAs = c.minCTAs < kMaxChannels ? c.minCTAs : kMaxChannels;
-  if (c.maxCTAs != kUndef) out->maxCTAs = c.maxCTAs < kMaxChannels ? c.maxCTAs : kMaxChannels;
+  if (c.cgaClusterSize != kUndef) out->cgaClusterSize = std::min(c.cgaClusterSize, kMaxCgaClusterSize);
+  if (c.minCTAs != kUndef) out->minCTAs = std::min(c.minCTAs, kMaxChannels);
+  if (c.maxCTAs != kUndef) out->maxCTAs = std::min(c.maxCTAs, kMaxChannels);
   if (out->minCTAs > out->maxCTAs) out->minCTAs = out->maxCTAs;
   if (!netName.empty()) out->netName = netName;
   if (c.splitShare != kUndef) out->splitShare = c.splitShare == 1;
@@ -113,9 +149,8 @@ Status validateAndResolve(const ncclConfig_t& c, const std::string& netName, con
   if (c.CTAPolicy != kUndef) out->ctaPolicy = c.CTAPolicy;
   if (c.shrinkShare != kUndef) out->shrinkShare = c.shrinkShare == 1;
   if (c.nvlsCTAs != kUndef) out->nvlsCTAs = c.nvlsCTAs;
-  if (c.nChannelsPerNetPeer != kUndef) out->nChannelsPerNetPeer = c.nChannelsPerNetPeer;
+  if (c.nChannelsPerNetPeer != kUndef) out->nChannelsPerNetPeer = std::min(c.nChannelsPerNetPeer, kMaxChannels);
   if (c.nvlinkCentricSched != kUndef) out->nvlinkCentricSched = c.nvlinkCentricSched == 1;
-  return ncclSuccess;
 }
 
 }  // namespace
@@ -148,10 +183,11 @@ Status parseChildConfig(const ncclConfig_t* user, const CommConfig& parent, cons
                         CommConfig* out) {
   ncclConfig_t c;
   WEFT_TRY(readUserConfig(user, function, &c));
+  WEFT_TRY(validateUserConfig(c, function));
   std::string netName = c.netName ? c.netName : "";
   applyEnvironment(&c, &netName);
   CommConfig resolved = parent;
-  WEFT_TRY(validateAndResolve(c, netName, function, &resolved));
+  resolve(c, netName, &resolved);
   *out = resolved;
   return ncclSuccess;
 }

@@ -10,6 +10,7 @@
 namespace weft::core {
 
 constexpr int kMaxChannels = 64;
+constexpr int kMaxCgaClusterSize = 8;  // the portable thread-block cluster limit
 constexpr unsigned kConfigMagic = 0xcafebeef;
 
 // The resolved options of one communicator; every field has a definite value.

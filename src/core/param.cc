@@ -1,5 +1,6 @@
 #include "core/param.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -14,8 +15,10 @@ struct Store {
   std::mutex mutex;
   bool filesLoaded = false;
   std::unordered_map<std::string, std::string> fromFiles;
-  std::unordered_map<std::string, int64_t> ints;
-  std::unordered_map<std::string, std::string> strs;
+  // What the environment or files said, parsed once. Empty means unset (or, for integers,
+  // unparsable): the caller's default applies, and callers may pass different defaults.
+  std::unordered_map<std::string, std::optional<int64_t>> ints;
+  std::unordered_map<std::string, std::optional<std::string>> strs;
 };
 
 Store& store() {
@@ -85,10 +88,10 @@ std::optional<std::string> lookup(const char* name) {
 int64_t getInt(const char* name, int64_t defaultValue) {
   Store& s = store();
   std::unique_lock<std::mutex> lock(s.mutex);
-  if (auto it = s.ints.find(name); it != s.ints.end()) return it->second;
+  if (auto it = s.ints.find(name); it != s.ints.end()) return it->second.value_or(defaultValue);
   const char* source = nullptr;
   std::optional<std::string> text = lookupLocked(s, name, &source);
-  int64_t value = defaultValue;
+  std::optional<int64_t> value;
   bool bad = false;
   if (text && !text->empty()) {
     errno = 0;
@@ -102,23 +105,22 @@ int64_t getInt(const char* name, int64_t defaultValue) {
   if (bad) {
     WEFT_WARN("Invalid value '%s' for %s (from the %s): expected an integer, using the default %lld",
               text->c_str(), name, source, (long long)defaultValue);
-  } else if (value != defaultValue) {
-    WEFT_INFO(log::kEnv, "%s set by %s to %lld", name, source, (long long)value);
+  } else if (value && *value != defaultValue) {
+    WEFT_INFO(log::kEnv, "%s set by %s to %lld", name, source, (long long)*value);
   }
-  return value;
+  return value.value_or(defaultValue);
 }
 
 std::string getStr(const char* name, const std::string& defaultValue) {
   Store& s = store();
   std::unique_lock<std::mutex> lock(s.mutex);
-  if (auto it = s.strs.find(name); it != s.strs.end()) return it->second;
+  if (auto it = s.strs.find(name); it != s.strs.end()) return it->second.value_or(defaultValue);
   const char* source = nullptr;
   std::optional<std::string> text = lookupLocked(s, name, &source);
-  std::string value = text ? *text : defaultValue;
-  s.strs.emplace(name, value);
+  s.strs.emplace(name, text);
   lock.unlock();
-  if (text && value != defaultValue) WEFT_INFO(log::kEnv, "%s set by %s to %s", name, source, value.c_str());
-  return value;
+  if (text && *text != defaultValue) WEFT_INFO(log::kEnv, "%s set by %s to %s", name, source, text->c_str());
+  return text.value_or(defaultValue);
 }
 
 void resetForTesting() {
