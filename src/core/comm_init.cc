@@ -8,6 +8,7 @@
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/peer_info.h"
+#include "core/watchdog.h"
 #include "device/kernel_api.h"
 #include "runtime/gpu.h"
 #include "transport/p2p/p2p_connections.h"
@@ -155,6 +156,7 @@ Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, i
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));
   WEFT_TRY(comm->bootstrap->barrier());
+  watchCommunicator(comm);
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   WEFT_INFO(log::kInit, "comm %p rank %d nRanks %d cudaDev %d busId %s commHash 0x%llx - Init COMPLETE (%d channels, "
@@ -193,6 +195,7 @@ void requestAbort(ncclComm* comm) {
 }
 
 void freeCommunicator(ncclComm* comm) {
+  unwatchCommunicator(comm);
   runtime::ScopedDevice device;
   if (comm->cudaDev >= 0 && isError(device.set(comm->cudaDev))) {
     WEFT_WARN("rank %d: could not select device %d to free the communicator", comm->rank, comm->cudaDev);
