@@ -322,15 +322,23 @@ Status FdEndpoint::create(uint64_t jobKey, int rank, const std::string& dir, std
     WEFT_WARN("cannot bind fd socket %s: %s", address.describe().c_str(), strerror(errno));
     return ncclSystemError;
   }
+  // From here on a failure must not leave the socket file behind.
+  struct UnlinkOnFailure {
+    const FdAddress& a;
+    bool armed = true;
+    ~UnlinkOnFailure() {
+      if (armed && !a.abstract) unlink(a.name.c_str());
+    }
+  } cleanup{address};
   // Only this user may connect (before listen() nobody can, so there is no window).
   if (!address.abstract) WEFT_SYS_TRY(chmod(address.name.c_str(), 0600));
   WEFT_SYS_TRY(listen(s.get(), kBacklog));
   util::UniqueFd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake.valid()) {
     WEFT_WARN("eventfd failed: %s", strerror(errno));
-    if (!address.abstract) unlink(address.name.c_str());
     return ncclSystemError;
   }
+  cleanup.armed = false;
   std::unique_ptr<FdEndpoint> e(new FdEndpoint(jobKey, rank, dir, address));
   e->listen_ = std::move(s);
   e->wake_ = std::move(wake);
