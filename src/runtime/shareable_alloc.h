@@ -23,6 +23,8 @@ struct LegacyIpcHandle {
   char bytes[64];
 };
 
+// kAuto follows cuMemUsable() (and so NCCL_CUMEM_ENABLE); kCuMem and kLegacy ignore the setting
+// (kCuMem fails where the driver or GPU cannot do it).
 enum class KindRequest { kAuto, kCuMem, kLegacy };
 
 struct ShareableOptions {
