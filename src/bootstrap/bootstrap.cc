@@ -1,0 +1,323 @@
+#include "bootstrap/bootstrap.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "bootstrap/frame_reader.h"
+#include "bootstrap/interfaces.h"
+#include "bootstrap/limits.h"
+#include "bootstrap/wire.h"
+#include "core/log.h"
+
+namespace weft::bootstrap {
+
+using wire::FrameType;
+
+// Marks the Bootstrap in use for one call; a second thread entering meanwhile is refused.
+class Bootstrap::Busy {
+ public:
+  explicit Busy(std::atomic<bool>& flag) : flag_(flag), owned_(!flag.exchange(true)) {}
+  ~Busy() {
+    if (owned_) flag_.store(false);
+  }
+  bool owned() const { return owned_; }
+
+ private:
+  std::atomic<bool>& flag_;
+  bool owned_;
+};
+
+#define WEFT_BOOTSTRAP_ENTER(op)                                                                  \
+  Busy busy_guard_(busy_);                                                                        \
+  if (!busy_guard_.owned())                                                                       \
+    return messenger_.fail(ncclInvalidUsage, "%s: another thread is using this bootstrap; calls " \
+                                             "on one communicator's bootstrap must be serialized", op)
+
+Bootstrap::Bootstrap(int rank, int nRanks, uint64_t jobKey, const std::atomic<bool>* abort)
+    : rank_(rank), nRanks_(nRanks), abort_(abort), messenger_(rank, nRanks, jobKey, abort) {}
+
+Bootstrap::~Bootstrap() = default;  // ownRoot_ (if still serving) is stopped and joined by its destructor
+
+util::Deadline Bootstrap::opDeadline() const { return util::Deadline::afterSeconds(kBootstrapTimeout.get()); }
+
+std::string Bootstrap::peerAddress(int rank) const {
+  if (rank < 0 || rank >= nRanks_) return "invalid rank " + std::to_string(rank);
+  const SocketAddress& a = messenger_.peerAddress(rank);
+  return a.valid() ? a.toString() : std::string("address unknown");
+}
+
+Status Bootstrap::init(const ncclUniqueId& id, int rank, int nRanks, const std::atomic<bool>* abort,
+                       std::unique_ptr<Bootstrap>* out) {
+  return init(&id, 1, rank, nRanks, abort, out);
+}
+
+Status Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nRanks, const std::atomic<bool>* abort,
+                       std::unique_ptr<Bootstrap>* out) {
+  WEFT_CHECK_ARG(out != nullptr, "bootstrap init: output pointer is NULL");
+  WEFT_CHECK_ARG(ids != nullptr, "bootstrap init: unique id array is NULL");
+  WEFT_CHECK_ARG(nRanks >= 1 && nRanks <= wire::kMaxRanks, "bootstrap init: nranks %d is out of range (1..%d)",
+                 nRanks, wire::kMaxRanks);
+  WEFT_CHECK_ARG(rank >= 0 && rank < nRanks, "bootstrap init: rank %d is out of range for nranks %d", rank, nRanks);
+  WEFT_CHECK_ARG(nIds >= 1 && nIds <= nRanks && nIds <= wire::kMaxRoots,
+                 "bootstrap init: %d unique ids for %d ranks; need 1 <= nId <= nranks", nIds, nRanks);
+  std::vector<UniqueIdInfo> infos(nIds);
+  for (int i = 0; i < nIds; ++i) {
+    std::string why;
+    WEFT_CHECK_ARG(decodeUniqueId(ids[i], &infos[i], &why), "bootstrap init (rank %d): unique id %d of %d: %s",
+                   rank, i, nIds, why.c_str());
+    for (int j = 0; j < i; ++j) {
+      WEFT_CHECK_ARG(infos[j].root != infos[i].root,
+                     "bootstrap init: unique ids %d and %d name the same root %s; each id needs its own "
+                     "ncclGetUniqueId call (and NCCL_COMM_ID gives one root only)",
+                     j, i, infos[i].root.toString().c_str());
+    }
+  }
+
+  util::Deadline deadline = util::Deadline::afterSeconds(kBootstrapTimeout.get());
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nRanks, infos[0].jobKey, abort));
+  int group = wire::rootOfRank(nRanks, nIds, rank);
+  int lo, hi;
+  wire::rootRange(nRanks, nIds, group, &lo, &hi);
+  const UniqueIdInfo& mine = infos[group];
+  if (mine.rootStartedByRank && rank == lo) {
+    // NCCL_COMM_ID: nobody runs this root yet; the group's first rank does, on a thread it owns.
+    WEFT_TRY(Root::create(mine.root, mine.jobKey, &b->ownRoot_));
+    b->ownRoot_->start(abort);
+    WEFT_INFO(log::kBootstrap, "bootstrap: rank %d started the root at %s (NCCL_COMM_ID)", rank,
+              mine.root.toString().c_str());
+  }
+  Interface itf;
+  WEFT_TRY(chooseInterface(&mine.root, &itf));
+  WEFT_TRY(b->messenger_.listen(itf.address));
+  WEFT_TRY(b->rendezvous(infos, deadline));
+  auto met = std::chrono::steady_clock::now();
+  Status s = b->exchangeAddresses(deadline);
+  if (isError(s)) {
+    b->spreadFailure({(rank + 1) % nRanks});
+    return s;
+  }
+  if (b->ownRoot_) {
+    // Every rank of its group has been answered by now (their addresses all reached us).
+    (void)b->ownRoot_->join();
+    b->ownRoot_.reset();
+  }
+  auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
+  WEFT_INFO(log::kBootstrap, "bootstrap: rank %d of %d listening on %s (%s); root rendezvous %.1f ms, address exchange %.1f ms",
+            rank, nRanks, b->messenger_.listenAddress().toString().c_str(), itf.name.c_str(), ms(start, met),
+            ms(met, std::chrono::steady_clock::now()));
+  *out = std::move(b);
+  return ncclSuccess;
+}
+
+// Says hello to our root (and, for the first rank of a group when there are several roots, to the
+// previous root, which needs our address for its last rank), then waits for the answers.
+Status Bootstrap::rendezvous(const std::vector<UniqueIdInfo>& ids, const util::Deadline& deadline) {
+  const int nIds = (int)ids.size();
+  const int group = wire::rootOfRank(nRanks_, nIds, rank_);
+  int lo, hi;
+  wire::rootRange(nRanks_, nIds, group, &lo, &hi);
+  struct Link {
+    int index;
+    Fd fd;
+    std::unique_ptr<FrameReader> reader;
+    bool done = false;
+  };
+  std::vector<Link> links;
+  links.push_back(Link{group, Fd(), nullptr});
+  if (nIds > 1 && rank_ == lo) links.push_back(Link{(group + nIds - 1) % nIds, Fd(), nullptr});
+
+  for (Link& l : links) {
+    const UniqueIdInfo& id = ids[l.index];
+    std::string where = id.root.toString();
+    int err = 0;
+    Io io = connectBlocking(id.root, deadline, abort_, /*retry=*/true, &l.fd, &err);
+    if (io == Io::kAborted) return messenger_.fail(ncclSystemError, "rendezvous with root %s aborted", where.c_str());
+    if (io == Io::kTimedOut || io == Io::kRefused) {
+      return messenger_.fail(ncclSystemError,
+                             "rendezvous with root %s timed out after %.1f s: nothing accepts connections there "
+                             "(last error: %s). Is the process that called ncclGetUniqueId still running, and can "
+                             "this host reach it (NCCL_SOCKET_IFNAME)?",
+                             where.c_str(), deadline.elapsedSeconds(), err ? strerror(err) : "none");
+    }
+    if (io != Io::kOk) {
+      return messenger_.fail(ncclSystemError, "cannot connect to root %s: %s", where.c_str(), strerror(err));
+    }
+    wire::RootHello hello;
+    memset(&hello, 0, sizeof(hello));
+    hello.rank = rank_;
+    hello.nRanks = nRanks_;
+    hello.rootIndex = l.index;
+    hello.nRoots = nIds;
+    hello.listen = wire::encodeAddress(messenger_.listenAddress());
+    char frame[sizeof(wire::FrameHeader) + sizeof(hello)];
+    wire::FrameHeader h = wire::makeHeader(FrameType::kRootHello, id.jobKey, rank_, 0, sizeof(hello), sizeof(hello));
+    memcpy(frame, &h, sizeof(h));
+    memcpy(frame + sizeof(h), &hello, sizeof(hello));
+    io = sendAll(l.fd.get(), frame, sizeof(frame), deadline, abort_, &err);
+    if (io != Io::kOk) {
+      return messenger_.fail(io == Io::kClosed ? ncclRemoteError : ncclSystemError,
+                             "sending the hello to root %s failed: %s", where.c_str(),
+                             io == Io::kFailed ? strerror(err) : ioText(io));
+    }
+    l.reader = std::make_unique<FrameReader>(id.jobKey);
+  }
+
+  // The root's verdict names the missing ranks; allow it a moment past our own deadline.
+  util::Deadline verdict = deadline.extendedByMs(kRootVerdictGraceMs);
+  size_t pending = links.size();
+  std::vector<pollfd> fds;
+  while (pending > 0) {
+    fds.clear();
+    for (Link& l : links) fds.push_back(pollfd{l.done ? -1 : l.fd.get(), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), verdict.pollMs(kPollSliceMs));
+    if (rc < 0 && errno != EINTR) return messenger_.fail(ncclSystemError, "poll() failed: %s", strerror(errno));
+    for (size_t i = 0; rc > 0 && i < links.size(); ++i) {
+      Link& l = links[i];
+      if (l.done || fds[i].revents == 0) continue;
+      std::string where = ids[l.index].root.toString();
+      FrameReader::Event e = l.reader->pump(l.fd.get());
+      if (e == FrameReader::Event::kNeedMore) continue;
+      if (e == FrameReader::Event::kClosed || e == FrameReader::Event::kFailed) {
+        return messenger_.fail(ncclRemoteError,
+                               "root %s closed the connection before answering; the process running the root "
+                               "(the one that called ncclGetUniqueId, or rank 0 with NCCL_COMM_ID) probably exited "
+                               "- check its log",
+                               where.c_str());
+      }
+      if (e == FrameReader::Event::kInvalid) {
+        return messenger_.fail(ncclSystemError, "root %s sent an invalid frame: %s", where.c_str(),
+                               l.reader->why().c_str());
+      }
+      const wire::FrameHeader& fh = l.reader->header();
+      std::vector<char>& payload = l.reader->payload();
+      if (fh.type == (uint16_t)FrameType::kRootError) {
+        Status code = (Status)fh.tag;
+        if (code != ncclRemoteError && code != ncclInvalidUsage && code != ncclInvalidArgument) code = ncclSystemError;
+        std::string text(payload.begin(), payload.end());
+        for (char& c : text) c = (c < 0x20 || c > 0x7e) ? '?' : c;
+        return messenger_.fail(code, "rendezvous failed: %s", text.c_str());
+      }
+      wire::RootReply reply;
+      SocketAddress succ;
+      std::string why;
+      bool ok = fh.type == (uint16_t)FrameType::kRootReply && fh.length == sizeof(reply);
+      if (ok) memcpy(&reply, payload.data(), sizeof(reply));
+      const int expectSucc = l.index == group ? (rank_ + 1) % nRanks_ : -1;
+      ok = ok && reply.successor == expectSucc && (expectSucc < 0 || wire::decodeAddress(reply.address, &succ, &why));
+      if (!ok) {
+        return messenger_.fail(ncclSystemError, "root %s sent an unexpected %s frame (%s)", where.c_str(),
+                               wire::frameTypeName(fh.type), why.empty() ? "wrong content" : why.c_str());
+      }
+      if (expectSucc >= 0) messenger_.setPeerAddress(expectSucc, succ);
+      l.done = true;
+      l.fd.reset();
+      --pending;
+    }
+    if (pending == 0) break;
+    if (aborted(abort_)) return messenger_.fail(ncclSystemError, "rendezvous with the root aborted");
+    if (verdict.expired()) {
+      const Link& l = links[links[0].done ? 1 : 0];
+      return messenger_.fail(ncclSystemError,
+                             "rendezvous with root %s timed out after %.1f s (NCCL_BOOTSTRAP_TIMEOUT=%lld s): not "
+                             "every rank arrived; the root's log names the missing ones",
+                             ids[l.index].root.toString().c_str(), deadline.elapsedSeconds(),
+                             (long long)kBootstrapTimeout.get());
+    }
+  }
+  return ncclSuccess;
+}
+
+Status Bootstrap::exchangeAddresses(const util::Deadline& deadline) {
+  std::vector<wire::WireAddress> table(nRanks_);
+  memset(table.data(), 0, table.size() * sizeof(wire::WireAddress));
+  table[rank_] = wire::encodeAddress(messenger_.listenAddress());
+  WEFT_TRY(ringAllGather(reinterpret_cast<char*>(table.data()), sizeof(wire::WireAddress), deadline,
+                         "address exchange"));
+  const int next = (rank_ + 1) % nRanks_;
+  for (int r = 0; r < nRanks_; ++r) {
+    SocketAddress a;
+    std::string why;
+    if (!wire::decodeAddress(table[r], &a, &why)) {
+      return messenger_.fail(ncclSystemError, "address exchange: rank %d's address is invalid (%s)", r, why.c_str());
+    }
+    if (r == next && a != messenger_.peerAddress(next)) {
+      return messenger_.fail(ncclSystemError, "address exchange: rank %d announced %s but the root said %s", r,
+                             a.toString().c_str(), messenger_.peerAddress(next).toString().c_str());
+    }
+    if (r != rank_) messenger_.setPeerAddress(r, a);
+  }
+  return ncclSuccess;
+}
+
+// Ring allgather: in step s each rank passes on the slice it received in step s-1 (its own at
+// s = 0) to its successor and receives a new one from its predecessor; nRanks-1 steps.
+Status Bootstrap::ringAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op) {
+  const int n = nRanks_;
+  if (n == 1) return ncclSuccess;
+  const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+  for (int s = 0; s < n - 1; ++s) {
+    size_t sendIdx = (size_t)((rank_ - s + n) % n), recvIdx = (size_t)((rank_ - s - 1 + 2 * n) % n);
+    WEFT_TRY(messenger_.send(next, FrameType::kAllGather, s, data + sendIdx * bytesPerRank, bytesPerRank, deadline, op));
+    WEFT_TRY(messenger_.recv(prev, FrameType::kAllGather, s, data + recvIdx * bytesPerRank, bytesPerRank, deadline, op));
+  }
+  return ncclSuccess;
+}
+
+void Bootstrap::spreadFailure(const std::vector<int>& peers) {
+  const std::string& cause = messenger_.remoteFailure().empty() ? messenger_.failureText() : messenger_.remoteFailure();
+  for (int p : peers) messenger_.notifyFailure(p, cause);
+}
+
+Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  char op[48];
+  snprintf(op, sizeof(op), "allgather #%llu", (unsigned long long)++allGathers_);
+  WEFT_BOOTSTRAP_ENTER(op);
+  if (data == nullptr && bytesPerRank > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
+  Status s = ringAllGather(static_cast<char*>(data), bytesPerRank, opDeadline(), op);
+  if (isError(s)) spreadFailure({(rank_ + 1) % nRanks_});
+  return s;
+}
+
+Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
+  WEFT_BOOTSTRAP_ENTER("send");
+  char op[64];
+  snprintf(op, sizeof(op), "send to rank %d (tag %d)", peer, tag);
+  return messenger_.send(peer, FrameType::kData, tag, data, bytes, opDeadline(), op);
+}
+
+Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+  WEFT_BOOTSTRAP_ENTER("recv");
+  char op[64];
+  snprintf(op, sizeof(op), "recv from rank %d (tag %d)", peer, tag);
+  if (data == nullptr && bytes > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
+  return messenger_.recv(peer, FrameType::kData, tag, data, bytes, opDeadline(), op);
+}
+
+// Dissemination barrier: in round k every rank signals rank + 2^k and waits for rank - 2^k;
+// after ceil(log2 n) rounds each rank has transitively heard from all others.
+Status Bootstrap::barrier() {
+  char op[48];
+  snprintf(op, sizeof(op), "barrier #%llu", (unsigned long long)++barriers_);
+  WEFT_BOOTSTRAP_ENTER(op);
+  util::Deadline deadline = opDeadline();
+  std::vector<int> targets;
+  Status s = ncclSuccess;
+  for (int round = 0, dist = 1; dist < nRanks_ && !isError(s); ++round, dist <<= 1) {
+    int to = (rank_ + dist) % nRanks_, from = (rank_ - dist % nRanks_ + nRanks_) % nRanks_;
+    targets.push_back(to);
+    s = messenger_.send(to, FrameType::kBarrier, round, nullptr, 0, deadline, op);
+    if (!isError(s)) s = messenger_.recv(from, FrameType::kBarrier, round, nullptr, 0, deadline, op);
+  }
+  if (isError(s)) {
+    for (int round = (int)targets.size(), dist = 1 << round; dist < nRanks_; ++round, dist <<= 1) {
+      targets.push_back((rank_ + dist) % nRanks_);
+    }
+    spreadFailure(targets);
+  }
+  return s;
+}
+
+}  // namespace weft::bootstrap

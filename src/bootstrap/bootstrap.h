@@ -1,0 +1,89 @@
+// The bootstrap: the out-of-band TCP channel between the ranks of a communicator, used during
+// init (and by split, shrink, ...) to exchange small amounts of host data before any GPU
+// transport exists.
+//
+// init(): each rank opens its own listen socket, says hello to the root named by the unique id
+// (rank, nranks, listen address) and receives its ring successor's address; the ranks then build
+// the full address table with a ring allgather. After that, send/recv connect lazily to a peer's
+// listen address, and allGather/barrier run over those connections.
+//
+// Every call has a deadline (NCCL_BOOTSTRAP_TIMEOUT seconds, default 300, 0 = forever) and polls
+// the abort flag given to init(). Errors name the peer rank, its address and the operation; a
+// rank that gives up during a collective tells its neighbours, so that a failure spreads along the
+// ring at once with its root cause instead of as a chain of timeouts.
+//
+// Result codes: ncclRemoteError = a peer or the root exited / closed / reported a failure;
+// ncclSystemError = socket failures, timeouts (text contains "timed out") and abort (text
+// contains "aborted"); ncclInvalidArgument = bad id or arguments; ncclInvalidUsage = the ranks
+// disagree (nranks, sizes of a send/recv pair, ids) or two threads used one Bootstrap at once.
+//
+// Not thread-safe: one thread at a time per Bootstrap (a concurrent call fails, never corrupts).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "bootstrap/messenger.h"
+#include "bootstrap/root.h"
+#include "bootstrap/unique_id.h"
+#include "core/status.h"
+#include "nccl.h"
+
+namespace weft::bootstrap {
+
+class Bootstrap {
+ public:
+  // Joins the rendezvous of `id` as `rank` of `nRanks`. `abort` (may be null) must outlive the
+  // Bootstrap; raising it makes every wait return within about 100 ms.
+  [[nodiscard]] static Status init(const ncclUniqueId& id, int rank, int nRanks, const std::atomic<bool>* abort,
+                                   std::unique_ptr<Bootstrap>* out);
+  // ncclCommInitRankScalable: nIds roots (1 <= nIds <= nRanks), every rank passing the same ids in
+  // the same order. Ranks are split evenly and in order among the roots (wire::rootRange).
+  [[nodiscard]] static Status init(const ncclUniqueId* ids, int nIds, int rank, int nRanks,
+                                   const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
+  ~Bootstrap();
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int nRanks() const { return nRanks_; }
+
+  // In place: data holds nRanks slices of bytesPerRank, this rank's at rank * bytesPerRank; on
+  // return every slice holds its rank's data. All ranks call it with the same bytesPerRank.
+  [[nodiscard]] Status allGather(void* data, size_t bytesPerRank);
+  // A message to/from one peer, matched on (peer, tag) in order; recv's size must equal the size
+  // sent (a mismatch is an error naming both). Messages that arrive before their recv are queued.
+  // peer == rank() is allowed (send first).
+  [[nodiscard]] Status send(int peer, int tag, const void* data, size_t bytes);
+  [[nodiscard]] Status recv(int peer, int tag, void* data, size_t bytes);
+  // Returns once every rank has entered the barrier.
+  [[nodiscard]] Status barrier();
+
+  // "10.0.0.4:41234": where `rank` listens, for error messages ("address unknown" if not known).
+  std::string peerAddress(int rank) const;
+  const SocketAddress& listenAddress() const { return messenger_.listenAddress(); }
+  // The text of the first failure of this bootstrap (also logged as WARN); empty if none.
+  const std::string& failureText() const { return messenger_.failureText(); }
+
+ private:
+  Bootstrap(int rank, int nRanks, uint64_t jobKey, const std::atomic<bool>* abort);
+  Status rendezvous(const std::vector<UniqueIdInfo>& ids, const util::Deadline& deadline);
+  Status exchangeAddresses(const util::Deadline& deadline);
+  Status ringAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op);
+  // After a failed collective: tell the peers that wait on this rank (best effort).
+  void spreadFailure(const std::vector<int>& peers);
+  util::Deadline opDeadline() const;
+  class Busy;
+
+  int rank_;
+  int nRanks_;
+  const std::atomic<bool>* abort_;
+  Messenger messenger_;
+  std::unique_ptr<Root> ownRoot_;  // NCCL_COMM_ID: the root this rank started
+  std::atomic<bool> busy_{false};
+  uint64_t allGathers_ = 0;
+  uint64_t barriers_ = 0;
+};
+
+}  // namespace weft::bootstrap
