@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/peer_info.h"
@@ -94,7 +95,7 @@ Status setupDeviceState(ncclComm* comm) {
 
   void* arrivals = nullptr;
   WEFT_TRY(runtime::deviceMalloc(&arrivals, 64));
-  WEFT_TRY(runtime::memset(arrivals, 0, 64));
+  WEFT_TRY(runtime::deviceMemset(arrivals, 0, 64));
   comm->blockArrivals = (uint32_t*)arrivals;
 
   // The device copy of the communicator: rings and connection info per channel.
@@ -110,7 +111,7 @@ Status setupDeviceState(ncclComm* comm) {
     WEFT_TRY(runtime::deviceMalloc(&ranks, sizeof(int32_t) * ring.size()));
     comm->deviceAllocations.push_back(ranks);
     std::vector<int32_t> ring32(ring.begin(), ring.end());
-    WEFT_TRY(runtime::memcpy(ranks, ring32.data(), sizeof(int32_t) * ring.size()));
+    WEFT_TRY(runtime::deviceMemcpy(ranks, ring32.data(), sizeof(int32_t) * ring.size()));
     dev::DevRing& dr = hostCopy.channels[c].ring;
     dr.index = pos;
     dr.next = ring[(pos + 1) % comm->nRanks];
@@ -120,12 +121,12 @@ Status setupDeviceState(ncclComm* comm) {
     const std::vector<dev::DevPeer>& devPeers = comm->p2p->devPeers(c);
     WEFT_TRY(runtime::deviceMalloc(&peers, sizeof(dev::DevPeer) * devPeers.size()));
     comm->deviceAllocations.push_back(peers);
-    WEFT_TRY(runtime::memcpy(peers, devPeers.data(), sizeof(dev::DevPeer) * devPeers.size()));
+    WEFT_TRY(runtime::deviceMemcpy(peers, devPeers.data(), sizeof(dev::DevPeer) * devPeers.size()));
     hostCopy.channels[c].peers = (dev::DevPeer*)peers;
   }
   void* dc = nullptr;
   WEFT_TRY(runtime::deviceMalloc(&dc, sizeof(dev::DevComm)));
-  WEFT_TRY(runtime::memcpy(dc, &hostCopy, sizeof(dev::DevComm)));
+  WEFT_TRY(runtime::deviceMemcpy(dc, &hostCopy, sizeof(dev::DevComm)));
   comm->devComm = (dev::DevComm*)dc;
 
   WEFT_TRY(runtime::eventCreate(&comm->lastLaunchEvent));
@@ -143,8 +144,15 @@ Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, i
   WEFT_TRY(runtime::deviceProps(cudaDev, &props));
   comm->busId = props.busId;
 
+  bootstrap::UniqueIdInfo idInfo;
+  std::string why;
+  if (!bootstrap::decodeUniqueId(id, &idInfo, &why)) {
+    WEFT_WARN("communicator creation (rank %d of %d): the unique id is not valid: %s. Pass every rank the id that "
+              "ncclGetUniqueId returned", rank, nRanks, why.c_str());
+    return ncclInvalidArgument;
+  }
+  comm->commHash = idInfo.jobKey;
   WEFT_TRY(bootstrap::Bootstrap::init(id, rank, nRanks, &comm->abortRequested, &comm->bootstrap));
-  comm->commHash = comm->bootstrap->jobKey();
   WEFT_TRY(exchangePeerInfo(comm));
 
   comm->nChannels = chooseChannelCount(comm);

@@ -20,7 +20,7 @@ struct PeerInfo {
   char busId[32] = "";       // the GPU's PCI bus id, "0000:xx:yy.0"
   char hostName[64] = "";
 };
-static_assert(sizeof(PeerInfo) == 136, "PeerInfo travels between ranks as bytes");
+static_assert(sizeof(PeerInfo) == 128, "PeerInfo travels between ranks as bytes");
 
 // This host's identity: hash of the host name and boot id (NCCL_HOSTID replaces both).
 uint64_t localHostHash();

@@ -62,12 +62,12 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
 
   size_t bytes = self->layout_.totalBytes(comm->connPlan);
   if (comm->nRanks > 1) {
-    WEFT_TRY(p2p::FdEndpoint::create(comm->bootstrap->jobKey(), comm->rank, p2p::fdSocketDirFromEnv(),
+    WEFT_TRY(p2p::FdEndpoint::create(comm->commHash, comm->rank, p2p::fdSocketDirFromEnv(),
                                      &self->endpoint_));
     WEFT_TRY(runtime::allocShareable(bytes, &self->local_));
-    WEFT_TRY(runtime::memset(self->local_.ptr(), 0, self->local_.bytes()));
+    WEFT_TRY(runtime::deviceMemset(self->local_.ptr(), 0, self->local_.bytes()));
     WEFT_TRY(runtime::exportMem(self->local_, 0, self->local_.bytes(), &descs[comm->rank]));
-    self->jobKey_ = comm->bootstrap->jobKey();
+    self->jobKey_ = comm->commHash;
     self->rank_ = comm->rank;
     {
       LocalRegistry& reg = localRegistry();
