@@ -70,7 +70,9 @@ def verify_library(label, lib_dir, doc, output, expect_weft):
         raise CompareError("%s run loaded %r, not the library in %s (is LD_PRELOAD set, or an RPATH in the way?)"
                            % (label, loaded, lib_dir))
     banners = banner_lines(output)
-    says_weft = any("weft" in b for b in banners)
+    # weft's banner is "NCCL version 2.28.9+cuda13.0 (weft X.Y.Z, ...)"; the host name in front
+    # of the line could contain "weft" too, so only the text after the version counts.
+    says_weft = any(re.search(r"NCCL version \S+ \(weft ", b) for b in banners)
     if expect_weft and banners and not says_weft:
         raise CompareError("%s run: version banner does not mention weft: %s" % (label, banners[0]))
     if not expect_weft and says_weft:
@@ -324,7 +326,9 @@ def self_test():
                 with self.assertRaises(CompareError):
                     verify_library("weft", d, doc, "NCCL version 2.28.9+cuda13.0\n", True)
                 with self.assertRaises(CompareError):
-                    verify_library("NCCL", d, doc, "NCCL version 2.28.9 (weft)\n", False)
+                    verify_library("NCCL", d, doc, "NCCL version 2.28.9 (weft 0.1.0)\n", False)
+                # A host called "weft-gpu1" running NVIDIA NCCL is not weft.
+                verify_library("NCCL", d, doc, "weft-gpu1:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n", False)
                 with self.assertRaises(CompareError):
                     verify_library("NCCL", "/somewhere/else", doc, "", False)
                 verify_library("NCCL", d, doc, "", False)  # no banner: the path alone decides
