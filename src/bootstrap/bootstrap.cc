@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -247,7 +248,7 @@ Status Bootstrap::exchangeAddresses(const util::Deadline& deadline) {
       return messenger_.fail(ncclSystemError, "address exchange: rank %d announced %s but the root said %s", r,
                              a.toString().c_str(), messenger_.peerAddress(next).toString().c_str());
     }
-    if (r != rank_) messenger_.setPeerAddress(r, a);
+    messenger_.setPeerAddress(r, a);
   }
   return ncclSuccess;
 }
@@ -266,8 +267,18 @@ Status Bootstrap::ringAllGather(char* data, size_t bytesPerRank, const util::Dea
   return ncclSuccess;
 }
 
-void Bootstrap::spreadFailure(const std::vector<int>& peers) {
+// The peers told are the ones that wait on this rank in the failed collective plus every peer with
+// a live connection, so that the notice travels along existing links to ranks that are stuck
+// waiting for someone who never connected. Bounded: each notice has a short deadline, and at most
+// kMaxNotices peers are told.
+void Bootstrap::spreadFailure(const std::vector<int>& waiting) {
+  constexpr size_t kMaxNotices = 64;
   const std::string& cause = messenger_.remoteFailure().empty() ? messenger_.failureText() : messenger_.remoteFailure();
+  std::vector<int> peers = waiting;
+  for (int p : messenger_.connectedPeers()) {
+    if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+  }
+  if (peers.size() > kMaxNotices) peers.resize(kMaxNotices);
   for (int p : peers) messenger_.notifyFailure(p, cause);
 }
 

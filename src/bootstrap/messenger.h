@@ -58,6 +58,8 @@ class Messenger {
   // The text of the first failure this messenger decided (logged as WARN), and the first failure
   // a peer reported to it (the root cause when failures cascade along the ring).
   const std::string& failureText() const { return failureText_; }
+  // Peers with a live connection to or from this rank: alive a moment ago and cheap to notify.
+  std::vector<int> connectedPeers() const;
   const std::string& remoteFailure() const { return remoteFailure_; }
 
   // Waits up to timeoutMs for activity and handles it: accepts connections, reads frames. While a
@@ -100,6 +102,7 @@ class Messenger {
   Status ensureConnected(int peer, const util::Deadline& deadline, const char* op);
   Status writeFrame(int peer, const wire::FrameHeader& h, const void* payload, uint32_t length,
                     const util::Deadline& deadline, const char* op);
+  Status failPeerGone(int peer, Status code, const std::string& what, const char* op);
   Status waitChecks(int peer, const util::Deadline& deadline, const char* op, const char* waitingFor);
   bool quietSend(int peer, wire::FrameType type, const void* payload, uint32_t length);
 
