@@ -283,9 +283,9 @@ void Bootstrap::spreadFailure(const std::vector<int>& waiting) {
 }
 
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  WEFT_BOOTSTRAP_ENTER("allgather");
   char op[48];
   snprintf(op, sizeof(op), "allgather #%llu", (unsigned long long)++allGathers_);
-  WEFT_BOOTSTRAP_ENTER(op);
   if (data == nullptr && bytesPerRank > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
   Status s = ringAllGather(static_cast<char*>(data), bytesPerRank, opDeadline(), op);
   if (isError(s)) spreadFailure({(rank_ + 1) % nRanks_});
@@ -310,9 +310,9 @@ Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
 // Dissemination barrier: in round k every rank signals rank + 2^k and waits for rank - 2^k;
 // after ceil(log2 n) rounds each rank has transitively heard from all others.
 Status Bootstrap::barrier() {
+  WEFT_BOOTSTRAP_ENTER("barrier");
   char op[48];
   snprintf(op, sizeof(op), "barrier #%llu", (unsigned long long)++barriers_);
-  WEFT_BOOTSTRAP_ENTER(op);
   util::Deadline deadline = opDeadline();
   std::vector<int> targets;
   Status s = ncclSuccess;

@@ -69,7 +69,7 @@ Status Messenger::fail(Status code, const char* fmt, ...) {
   char full[1200];
   snprintf(full, sizeof(full), "bootstrap (rank %d of %d): %s", rank_, nRanks_, text);
   WEFT_WARN("%s", full);
-  if (failureText_.empty()) failureText_ = full;
+  failureText_ = full;
   return code;
 }
 

@@ -156,6 +156,44 @@ TEST(BootstrapHostile, RootDropsStrangersAndStillServes) {
   EXPECT_EQ(root.join(), ncclSuccess) << root.root->errorText();
 }
 
+TEST(BootstrapHostile, RootSurvivesAFloodOfRandomConnections) {
+  ForkedRanks ranks;
+  ranks.start(iota(3), [](int rank, const ncclUniqueId& id) -> RankOutcome {
+    std::unique_ptr<Bootstrap> b;
+    WEFT_CHILD_TRY(Bootstrap::init(id, rank, 3, nullptr, &b));
+    return normalTraffic(*b);
+  });
+  ParentRoot root(30);
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 17;
+  };
+  // Random garbage, half of it behind a valid magic and version; never the right job key, so
+  // nothing here can pass for a rank.
+  std::vector<Attack> attacks;
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes;
+    if (i % 2 == 0) {
+      wire::FrameHeader h = wire::makeHeader((wire::FrameType)(next() % 10), root.jobKey ^ (1 + next()), (int)next(), 0,
+                                             next() % 100000, (uint32_t)(next() % 100000));
+      bytes = bytesOf(&h, sizeof(h));
+    }
+    size_t n = next() % 300;
+    for (size_t k = 0; k < n; ++k) bytes.push_back((char)next());
+    Attack a{"random " + std::to_string(i), bytes};
+    a.halfClose = next() % 2 == 0;
+    a.expectClosed = false;  // a prefix of a valid magic may legitimately wait for more bytes
+    attacks.push_back(std::move(a));
+  }
+  std::string why;
+  ASSERT_TRUE(launch(root.root->address(), &attacks, &why)) << why;
+  ranks.sendId(root.id);
+  auto rs = ranks.wait(30000);
+  for (const ChildResult& r : rs) EXPECT_EQ(r.outcome.status, ncclSuccess) << test::describe(rs);
+  EXPECT_EQ(root.join(), ncclSuccess) << root.root->errorText();
+}
+
 TEST(BootstrapHostile, RanksDropStrangersOnTheirListenSockets) {
   ForkedRanks ranks;
   ranks.start(iota(3), [](int rank, const ncclUniqueId& id) -> RankOutcome {
