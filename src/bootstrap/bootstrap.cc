@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 #include "bootstrap/frame_reader.h"
 #include "bootstrap/interfaces.h"
@@ -64,16 +65,16 @@ Status Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nRanks, 
   WEFT_CHECK_ARG(nIds >= 1 && nIds <= nRanks && nIds <= wire::kMaxRoots,
                  "bootstrap init: %d unique ids for %d ranks; need 1 <= nId <= nranks", nIds, nRanks);
   std::vector<UniqueIdInfo> infos(nIds);
+  std::unordered_map<std::string, int> roots;
   for (int i = 0; i < nIds; ++i) {
     std::string why;
     WEFT_CHECK_ARG(decodeUniqueId(ids[i], &infos[i], &why), "bootstrap init (rank %d): unique id %d of %d: %s",
                    rank, i, nIds, why.c_str());
-    for (int j = 0; j < i; ++j) {
-      WEFT_CHECK_ARG(infos[j].root != infos[i].root,
-                     "bootstrap init: unique ids %d and %d name the same root %s; each id needs its own "
-                     "ncclGetUniqueId call (and NCCL_COMM_ID gives one root only)",
-                     j, i, infos[i].root.toString().c_str());
-    }
+    auto [it, fresh] = roots.emplace(infos[i].root.toString(), i);
+    WEFT_CHECK_ARG(fresh,
+                   "bootstrap init: unique ids %d and %d name the same root %s; each id needs its own "
+                   "ncclGetUniqueId call (and NCCL_COMM_ID gives one root only)",
+                   it->second, i, it->first.c_str());
   }
 
   util::Deadline deadline = util::Deadline::afterSeconds(kBootstrapTimeout.get());
