@@ -2,8 +2,10 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 #include "bootstrap/frame_reader.h"
 #include "bootstrap/interfaces.h"
@@ -63,16 +65,16 @@ Status Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nRanks, 
   WEFT_CHECK_ARG(nIds >= 1 && nIds <= nRanks && nIds <= wire::kMaxRoots,
                  "bootstrap init: %d unique ids for %d ranks; need 1 <= nId <= nranks", nIds, nRanks);
   std::vector<UniqueIdInfo> infos(nIds);
+  std::unordered_map<std::string, int> roots;
   for (int i = 0; i < nIds; ++i) {
     std::string why;
     WEFT_CHECK_ARG(decodeUniqueId(ids[i], &infos[i], &why), "bootstrap init (rank %d): unique id %d of %d: %s",
                    rank, i, nIds, why.c_str());
-    for (int j = 0; j < i; ++j) {
-      WEFT_CHECK_ARG(infos[j].root != infos[i].root,
-                     "bootstrap init: unique ids %d and %d name the same root %s; each id needs its own "
-                     "ncclGetUniqueId call (and NCCL_COMM_ID gives one root only)",
-                     j, i, infos[i].root.toString().c_str());
-    }
+    auto [it, fresh] = roots.emplace(infos[i].root.toString(), i);
+    WEFT_CHECK_ARG(fresh,
+                   "bootstrap init: unique ids %d and %d name the same root %s; each id needs its own "
+                   "ncclGetUniqueId call (and NCCL_COMM_ID gives one root only)",
+                   it->second, i, it->first.c_str());
   }
 
   util::Deadline deadline = util::Deadline::afterSeconds(kBootstrapTimeout.get());
@@ -247,7 +249,7 @@ Status Bootstrap::exchangeAddresses(const util::Deadline& deadline) {
       return messenger_.fail(ncclSystemError, "address exchange: rank %d announced %s but the root said %s", r,
                              a.toString().c_str(), messenger_.peerAddress(next).toString().c_str());
     }
-    if (r != rank_) messenger_.setPeerAddress(r, a);
+    messenger_.setPeerAddress(r, a);
   }
   return ncclSuccess;
 }
@@ -266,15 +268,25 @@ Status Bootstrap::ringAllGather(char* data, size_t bytesPerRank, const util::Dea
   return ncclSuccess;
 }
 
-void Bootstrap::spreadFailure(const std::vector<int>& peers) {
+// The peers told are the ones that wait on this rank in the failed collective plus every peer with
+// a live connection, so that the notice travels along existing links to ranks that are stuck
+// waiting for someone who never connected. Bounded: each notice has a short deadline, and at most
+// kMaxNotices peers are told.
+void Bootstrap::spreadFailure(const std::vector<int>& waiting) {
+  constexpr size_t kMaxNotices = 64;
   const std::string& cause = messenger_.remoteFailure().empty() ? messenger_.failureText() : messenger_.remoteFailure();
+  std::vector<int> peers = waiting;
+  for (int p : messenger_.connectedPeers()) {
+    if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+  }
+  if (peers.size() > kMaxNotices) peers.resize(kMaxNotices);
   for (int p : peers) messenger_.notifyFailure(p, cause);
 }
 
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  WEFT_BOOTSTRAP_ENTER("allgather");
   char op[48];
   snprintf(op, sizeof(op), "allgather #%llu", (unsigned long long)++allGathers_);
-  WEFT_BOOTSTRAP_ENTER(op);
   if (data == nullptr && bytesPerRank > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
   Status s = ringAllGather(static_cast<char*>(data), bytesPerRank, opDeadline(), op);
   if (isError(s)) spreadFailure({(rank_ + 1) % nRanks_});
@@ -299,9 +311,9 @@ Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
 // Dissemination barrier: in round k every rank signals rank + 2^k and waits for rank - 2^k;
 // after ceil(log2 n) rounds each rank has transitively heard from all others.
 Status Bootstrap::barrier() {
+  WEFT_BOOTSTRAP_ENTER("barrier");
   char op[48];
   snprintf(op, sizeof(op), "barrier #%llu", (unsigned long long)++barriers_);
-  WEFT_BOOTSTRAP_ENTER(op);
   util::Deadline deadline = opDeadline();
   std::vector<int> targets;
   Status s = ncclSuccess;

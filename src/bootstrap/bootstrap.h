@@ -63,7 +63,7 @@ class Bootstrap {
   // "10.0.0.4:41234": where `rank` listens, for error messages ("address unknown" if not known).
   std::string peerAddress(int rank) const;
   const SocketAddress& listenAddress() const { return messenger_.listenAddress(); }
-  // The text of the first failure of this bootstrap (also logged as WARN); empty if none.
+  // The text of the latest failure of this bootstrap (also logged as WARN); empty if none.
   const std::string& failureText() const { return messenger_.failureText(); }
 
  private:

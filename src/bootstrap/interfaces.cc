@@ -103,7 +103,11 @@ Status chooseInterface(const SocketAddress* nearRoot, Interface* out) {
     return ncclSuccess;
   }
   std::vector<Interface> all = listInterfaces();
-  std::optional<Interface> pick = selectInterface(all, spec, family);
+  std::optional<Interface> pick;
+  // Without NCCL_SOCKET_FAMILY, prefer the root's family: a root reachable over IPv6 suggests the
+  // ranks are, too.
+  if (family == AF_UNSPEC && nearRoot != nullptr && nearRoot->valid()) pick = selectInterface(all, spec, nearRoot->family());
+  if (!pick) pick = selectInterface(all, spec, family);
   if (!pick) {
     std::string names;
     for (const Interface& i : all) names += (names.empty() ? "" : ", ") + i.name + " " + i.address.hostString();

@@ -47,7 +47,8 @@ std::optional<Interface> selectInterface(const std::vector<Interface>& all, cons
 
 // The interface for this process, from NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY. When
 // `nearRoot` is a loopback address and NCCL_SOCKET_IFNAME is unset, loopback is taken: a root on
-// loopback means every rank is on this host. Logs the choice (INFO) or the reason for failing
+// loopback means every rank is on this host. Without NCCL_SOCKET_FAMILY, an address of the root's
+// family is preferred. Logs the choice (INFO) or the reason for failing
 // (WARN, listing the interfaces that exist) and returns ncclSystemError.
 [[nodiscard]] Status chooseInterface(const SocketAddress* nearRoot, Interface* out);
 

@@ -69,7 +69,7 @@ Status Messenger::fail(Status code, const char* fmt, ...) {
   char full[1200];
   snprintf(full, sizeof(full), "bootstrap (rank %d of %d): %s", rank_, nRanks_, text);
   WEFT_WARN("%s", full);
-  if (failureText_.empty()) failureText_ = full;
+  failureText_ = full;
   return code;
 }
 
@@ -163,8 +163,9 @@ void Messenger::onGone(Incoming& in, const std::string& why) {
 bool Messenger::onPeerHello(Incoming& in) {
   const wire::FrameHeader& h = in.reader.header();
   if (h.type != (uint16_t)FrameType::kPeerHello || h.length != sizeof(wire::PeerHello)) {
-    rejects_.reject(in.from.toString(), std::string("expected a peer hello, got a ") + wire::frameTypeName(h.type) +
-                                            " frame of " + std::to_string(h.length) + " bytes");
+    rejects_.reject(in.from.toString(), "expected a peer hello of " + std::to_string(sizeof(wire::PeerHello)) +
+                                            " bytes, got a " + wire::frameTypeName(h.type) + " frame of " +
+                                            std::to_string(h.length) + " bytes");
     return false;
   }
   wire::PeerHello hello;
@@ -259,6 +260,22 @@ void Messenger::expireStrangers() {
 // ---------------------------------------------------------------------------------------------
 // Send and receive
 
+Status Messenger::failPeerGone(int peer, Status code, const std::string& what, const char* op) {
+  // The peer may have told us why before it went away: a notice names the root cause.
+  (void)progress(0);
+  if (peers_[peer].failed) {
+    return fail(ncclRemoteError, "%s: %s gave up: %s", op, peerText(peer).c_str(), peers_[peer].failedText.c_str());
+  }
+  if (!remoteFailure_.empty()) {
+    return fail(ncclRemoteError, "%s stopped: %s gave up first: %s", op, peerText(remoteFailurePeer_).c_str(),
+                remoteFailure_.c_str());
+  }
+  if (code == ncclRemoteError) {
+    return fail(code, "%s %s during %s; it probably exited - check its log", peerText(peer).c_str(), what.c_str(), op);
+  }
+  return fail(code, "%s: %s: %s", op, peerText(peer).c_str(), what.c_str());
+}
+
 bool Messenger::takeMessage(int peer, uint16_t type, int tag, Message* out) {
   std::vector<Message>& box = peers_[peer].inbox;
   for (size_t i = 0; i < box.size(); ++i) {
@@ -335,11 +352,10 @@ Status Messenger::writeFrame(int peer, const wire::FrameHeader& h, const void* p
       p.outBroken = true;
       if (ioFromErrno(err) == Io::kClosed) {
         p.outBrokenWhy = "closed the connection";
-        return fail(ncclRemoteError, "%s closed the connection during %s; it probably exited - check its log",
-                    peerText(peer).c_str(), op);
+        return failPeerGone(peer, ncclRemoteError, p.outBrokenWhy, op);
       }
-      p.outBrokenWhy = strerror(err);
-      return fail(ncclSystemError, "%s: sending to %s failed: %s", op, peerText(peer).c_str(), strerror(err));
+      p.outBrokenWhy = std::string("sending failed: ") + strerror(err);
+      return failPeerGone(peer, ncclSystemError, p.outBrokenWhy, op);
     }
     WEFT_TRY(waitChecks(peer, deadline, op, "sending to"));
     short rev = 0;
@@ -363,11 +379,8 @@ Status Messenger::ensureConnected(int peer, const util::Deadline& deadline, cons
     p.out.reset();
     p.outBroken = true;
     p.outBrokenWhy = strerror(err);
-    if (err == ECONNREFUSED) {
-      return fail(ncclRemoteError, "%s refused the connection during %s; it probably exited - check its log",
-                  peerText(peer).c_str(), op);
-    }
-    return fail(ncclSystemError, "%s: cannot connect to %s: %s", op, peerText(peer).c_str(), strerror(err));
+    if (err == ECONNREFUSED) return failPeerGone(peer, ncclRemoteError, "refused the connection", op);
+    return failPeerGone(peer, ncclSystemError, std::string("cannot connect: ") + strerror(err), op);
   }
   wire::PeerHello hello;
   memset(&hello, 0, sizeof(hello));
@@ -434,6 +447,14 @@ bool Messenger::quietSend(int peer, FrameType type, const void* payload, uint32_
     return false;
   }
   return true;
+}
+
+std::vector<int> Messenger::connectedPeers() const {
+  std::vector<int> out;
+  for (int p = 0; p < nRanks_; ++p) {
+    if (p != rank_ && ((peers_[p].out.valid() && !peers_[p].outBroken) || peers_[p].in != nullptr)) out.push_back(p);
+  }
+  return out;
 }
 
 void Messenger::notifyFailure(int peer, const std::string& text) {

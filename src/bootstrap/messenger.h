@@ -55,9 +55,11 @@ class Messenger {
   // up, so that it fails at once with the root cause instead of timing out.
   void notifyFailure(int peer, const std::string& text);
 
-  // The text of the first failure this messenger decided (logged as WARN), and the first failure
+  // The text of the latest failure this messenger decided (logged as WARN), and the first failure
   // a peer reported to it (the root cause when failures cascade along the ring).
   const std::string& failureText() const { return failureText_; }
+  // Peers with a live connection to or from this rank: alive a moment ago and cheap to notify.
+  std::vector<int> connectedPeers() const;
   const std::string& remoteFailure() const { return remoteFailure_; }
 
   // Waits up to timeoutMs for activity and handles it: accepts connections, reads frames. While a
@@ -65,8 +67,8 @@ class Messenger {
   // *extraRevents).
   [[nodiscard]] Status progress(int timeoutMs, int extraFd = -1, short extraEvents = 0, short* extraRevents = nullptr);
 
-  // Decides a failure: formats "bootstrap (rank r of n): <text>", logs it as WARN, remembers the
-  // first one, returns code.
+  // Decides a failure: formats "bootstrap (rank r of n): <text>", logs it as WARN, remembers it,
+  // returns code.
   Status fail(Status code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
  private:
@@ -100,6 +102,7 @@ class Messenger {
   Status ensureConnected(int peer, const util::Deadline& deadline, const char* op);
   Status writeFrame(int peer, const wire::FrameHeader& h, const void* payload, uint32_t length,
                     const util::Deadline& deadline, const char* op);
+  Status failPeerGone(int peer, Status code, const std::string& what, const char* op);
   Status waitChecks(int peer, const util::Deadline& deadline, const char* op, const char* waitingFor);
   bool quietSend(int peer, wire::FrameType type, const void* payload, uint32_t length);
 

@@ -150,7 +150,7 @@ void Root::Session::fail(Status code, const std::string& text) {
 void Root::Session::onLeft(Conn& c, const std::string& how) {
   c.dead = true;
   if (c.slot < 0) {
-    if (c.reader.midFrame()) rejects_.reject(c.from.toString(), "truncated frame (" + how + ")");
+    if (c.reader.midFrame()) rejects_.reject(c.from.toString(), "truncated frame: " + c.reader.why());
     else WEFT_INFO(log::kBootstrap, "bootstrap: root %s: connection from %s closed without a hello", where_.c_str(), c.from.toString().c_str());
     return;
   }
@@ -169,8 +169,9 @@ bool Root::Session::onHello(Conn& c) {
     return true;
   }
   if (h.type != (uint16_t)FrameType::kRootHello || h.length != sizeof(wire::RootHello)) {
-    rejects_.reject(c.from.toString(), std::string("expected a root hello, got a ") + wire::frameTypeName(h.type) +
-                                           " frame of " + std::to_string(h.length) + " bytes");
+    rejects_.reject(c.from.toString(), "expected a root hello of " + std::to_string(sizeof(wire::RootHello)) +
+                                           " bytes, got a " + wire::frameTypeName(h.type) + " frame of " +
+                                           std::to_string(h.length) + " bytes");
     return false;
   }
   wire::RootHello hello;

@@ -9,6 +9,11 @@
 //          48  ...  zero
 //
 // Every rank decodes and validates it before use; a zeroed or foreign id is reported as such.
+//
+// NCCL_COMM_ID: every process that calls ncclGetUniqueId gets the same id, and the group's first
+// rank starts the root at that address during init. The job key then depends on the address
+// only, so two communicators created at the same time from the same NCCL_COMM_ID cannot be told
+// apart (as in NCCL): use it for one communicator at a time.
 #pragma once
 
 #include <cstdint>

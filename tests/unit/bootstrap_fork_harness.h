@@ -8,11 +8,13 @@
 // hang the suite.
 #pragma once
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/root.h"
+#include "bootstrap/unique_id.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "nccl.h"
@@ -167,10 +172,15 @@ class ForkedRanks {
   [[noreturn]] static void runChild(int rank, int idFd, int resultFd, const Body& body) {
     // Keep only stdio and our two pipes: other children's pipes and any socket of the parent
     // must not stay open in this process.
-    long maxFd = sysconf(_SC_OPEN_MAX);
-    for (int fd = 3; fd < (maxFd > 0 && maxFd < 65536 ? maxFd : 65536); ++fd) {
-      if (fd != idFd && fd != resultFd) close(fd);
+    std::vector<int> open;
+    if (DIR* dir = opendir("/proc/self/fd")) {
+      while (dirent* e = readdir(dir)) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd > 2 && fd != dirfd(dir) && fd != idFd && fd != resultFd) open.push_back(fd);
+      }
+      closedir(dir);
     }
+    for (int fd : open) close(fd);
     alarm(120);  // last resort if both the code and the harness were wrong
     childSetEnv("NCCL_SOCKET_IFNAME", "lo");
     log::reset();
@@ -248,6 +258,59 @@ inline std::string describe(const std::vector<ChildResult>& rs) {
     s += buf + r.outcome.text;
   }
   return s;
+}
+
+// A root served by a thread of the test process. Create it after the children are forked.
+struct ParentRoot {
+  std::unique_ptr<bootstrap::Root> root;
+  ncclUniqueId id;
+  uint64_t jobKey = 0;
+  std::atomic<bool> stop{false};
+
+  explicit ParentRoot(int64_t timeoutSeconds, int family = AF_INET) {
+    jobKey = bootstrap::randomJobKey();
+    if (bootstrap::Root::create(bootstrap::SocketAddress::loopback(family), jobKey, &root, timeoutSeconds) != ncclSuccess) abort();
+    bootstrap::UniqueIdInfo info;
+    info.jobKey = jobKey;
+    info.root = root->address();
+    bootstrap::encodeUniqueId(info, &id);
+    root->start(&stop);
+  }
+  Status join() { return root->join(); }
+  Status stopAndJoin() {
+    stop.store(true);
+    return root->join();
+  }
+};
+
+// Result of a child body: a status with the bootstrap's failure text (or the last warning).
+inline RankOutcome outcome(Status s, const std::string& text = "") {
+  RankOutcome o;
+  o.status = (int)s;
+  o.text = !text.empty() ? text : (s == ncclSuccess ? std::string() : std::string(log::lastErrorOfThread()));
+  return o;
+}
+// A failed check inside a child: status 100 and what went wrong.
+constexpr int kCheckFailed = 100;
+#define WEFT_CHILD_CHECK(cond, text)                                                             \
+  do {                                                                                           \
+    if (!(cond)) return ::weft::test::RankOutcome{::weft::test::kCheckFailed, 0, std::string(text)}; \
+  } while (0)
+#define WEFT_CHILD_TRY(expr)                                                                     \
+  do {                                                                                           \
+    ::weft::Status child_status_ = (expr);                                                       \
+    if (child_status_ != ncclSuccess) return ::weft::test::outcome(child_status_, std::string(#expr ": ") + \
+                                                                   ::weft::log::lastErrorOfThread()); \
+  } while (0)
+
+// Deterministic payload bytes, distinct per (source, destination, salt).
+inline uint8_t patternByte(int src, int dst, int salt, size_t i) {
+  return (uint8_t)(src * 131 + dst * 31 + salt * 7 + i * 13 + (i >> 8));
+}
+inline std::vector<uint8_t> pattern(int src, int dst, int salt, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = patternByte(src, dst, salt, i);
+  return v;
 }
 
 }  // namespace weft::test

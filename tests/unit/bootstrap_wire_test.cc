@@ -179,6 +179,54 @@ TEST_F(FrameReaderTest, RejectsOversizedAndForeignHeadersBeforeThePayload) {
   EXPECT_NE(stale.why().find("job key"), std::string::npos);
 }
 
+// Random streams, half of them starting from a valid header with fields mutated: the reader must
+// never hand out a frame that fails validation or whose payload exceeds its type's limit.
+TEST_F(FrameReaderTest, FuzzedStreamsNeverYieldInvalidFrames) {
+  uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int frames = 0, rejected = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    SetUp();
+    std::string bytes;
+    if (next() % 2 == 0) {
+      FrameHeader h = wire::makeHeader((FrameType)(1 + next() % 8), kKey, (int)(next() % 8), 0, 0, 0);
+      h.length = (uint32_t)(next() % 300);
+      h.total = next() % 4 == 0 ? next() : h.length + next() % 3;
+      if (next() % 4 == 0) h.jobKey = next();
+      if (next() % 8 == 0) h.magic = (uint32_t)next();
+      if (next() % 8 == 0) h.version = (uint16_t)next();
+      if (next() % 8 == 0) h.reserved = (uint32_t)next();
+      bytes.assign((char*)&h, sizeof(h));
+    }
+    size_t extra = next() % 400;
+    for (size_t i = 0; i < extra; ++i) bytes.push_back((char)next());
+    if (!bytes.empty()) put(bytes.data(), bytes.size());
+    writer_.reset();
+    FrameReader r(kKey);
+    for (int guard = 0; guard < 1000; ++guard) {
+      FrameReader::Event e = r.pump(reader_.get());
+      if (e == FrameReader::Event::kFrame) {
+        std::string why;
+        ASSERT_TRUE(wire::validateHeader(r.header(), kKey, &why)) << why;
+        ASSERT_EQ(r.payload().size(), r.header().length);
+        ASSERT_LE(r.header().length, wire::kMaxDataFrameBytes);
+        ++frames;
+        continue;
+      }
+      ASSERT_NE(e, FrameReader::Event::kNeedMore) << "a closed stream must not look like 'more to come'";
+      if (e == FrameReader::Event::kInvalid) ++rejected;
+      break;
+    }
+  }
+  EXPECT_GT(frames, 0);
+  EXPECT_GT(rejected, 1000);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Unique ids
 
