@@ -286,7 +286,8 @@ std::vector<DetectNet> sysfsNetDevices(const std::string& root) {
     n.name = s.name;
     n.pciPath = s.pciPath;
     n.dev = (int)out.size();
-    n.speedMbps = s.speedMbps;
+    // Unknown speed (virtio reports -1): NCCL's socket transport assumes 10 Gb/s.
+    n.speedMbps = s.speedMbps > 0 ? s.speedMbps : 10000;
     n.port = s.port;
     n.guid = s.guid;
     n.gdr = s.infiniband && peermem;

@@ -140,95 +140,104 @@ std::vector<int> localGpusOfNet(const HostGraph& h, int netNode) {
   return best;
 }
 
+namespace {
+
+// The raw GPU->GPU figures the P2P and "NIC is faster" rules look at.
+void recordDirect(HostGraph& h) {
+  size_t ng = h.gpus.size();
+  h.gpuDirect.assign(ng, std::vector<PathType>(ng, PathType::Loc));
+  h.gpuDirectBw.assign(ng, std::vector<double>(ng, bw::kLoc));
+  h.gpuNearNetBw.assign(ng, 0.0);
+  for (size_t a = 0; a < ng; a++) {
+    for (size_t b = 0; b < ng; b++) {
+      h.gpuDirect[a][b] = h.paths[h.gpus[a]][h.gpus[b]].type;
+      h.gpuDirectBw[a][b] = h.paths[h.gpus[a]][h.gpus[b]].bw;
+    }
+    for (int net : h.nets) {
+      const Path& p = h.paths[h.gpus[a]][net];
+      if (p.type <= PathType::Pxb) h.gpuNearNetBw[a] = std::max(h.gpuNearNetBw[a], p.bw);
+    }
+  }
+}
+
+// GPU pairs beyond the P2P level go through the CPU next to the receiver; pairs that can use
+// neither P2P nor SHM (or would rather use a NIC) are marked NET: they talk over the network.
+void divertGpuPairs(HostGraph& h, const TopoOptions& o) {
+  size_t ng = h.gpus.size();
+  std::vector<std::vector<Path>> next(ng, std::vector<Path>(ng));
+  for (size_t a = 0; a < ng; a++) {
+    for (size_t b = 0; b < ng; b++) {
+      next[a][b] = h.paths[h.gpus[a]][h.gpus[b]];
+      if (a == b) continue;
+      bool p2p = p2pAllowed(h, (int)a, (int)b, o);
+      if (!p2p) {
+        int cpu = h.localCpu(h.gpus[b]);
+        if (cpu >= 0) next[a][b] = through(h, h.gpus[a], cpu, h.gpus[b]);
+      }
+      if (netFasterThanP2p(h, (int)a, (int)b, o) || (!p2p && o.shmDisable)) next[a][b].type = PathType::Net;
+    }
+  }
+  for (size_t a = 0; a < ng; a++) {
+    for (size_t b = 0; b < ng; b++) h.paths[h.gpus[a]][h.gpus[b]] = std::move(next[a][b]);
+  }
+}
+
+// Grace-like hosts: a GPU reaching a NIC over C2C then PCIe through its own CPU is P2C.
+void markC2cNics(HostGraph& h) {
+  for (int g : h.gpus) {
+    int cpu = h.localCpu(g);
+    if (cpu < 0) continue;
+    for (int net : h.nets) {
+      if (mergeTypes(h.paths[g][cpu].type, h.paths[net][cpu].type) == PathType::P2c) {
+        h.paths[g][net].type = minPath(PathType::P2c, h.paths[g][net].type);
+        h.paths[net][g].type = minPath(PathType::P2c, h.paths[net][g].type);
+      }
+    }
+  }
+}
+
+void applyNicRules(HostGraph& h, const TopoOptions& o) {
+  for (int net : h.nets) {
+    std::vector<int> locals = localGpusOfNet(h, net);
+    int local = locals.empty() ? -1 : h.gpus[locals[0]];
+    for (int g : h.gpus) {
+      // PXN: send through the GPU next to the NIC when it is reached over NVLink and either has a
+      // wider path to the NIC or spares us a trip through the CPU.
+      if (!o.pxnDisable && local >= 0 && local != g) {
+        const Path& peerNet = h.paths[local][net];
+        const Path& mine = h.paths[g][net];
+        PathType relayLevel = o.pxnC2c ? PathType::P2c : PathType::Pxb;
+        if (peerNet.type <= relayLevel && gdrAllowed(h, local, net, true, o) &&
+            h.paths[local][g].type <= PathType::Nvl && (peerNet.bw > mine.bw || mine.type > PathType::Pxn)) {
+          Path p = through(h, g, local, net);
+          p.type = PathType::Pxn;
+          h.paths[g][net] = std::move(p);
+        }
+      }
+      // Without GPU Direct RDMA the data is staged in host memory next to the GPU.
+      if (h.paths[g][net].type < PathType::Phb && !gdrAllowed(h, g, net, false, o)) {
+        int cpu = h.localCpu(g);
+        if (cpu >= 0) {
+          Path in = through(h, net, cpu, g);
+          Path out = through(h, g, cpu, net);
+          h.paths[net][g] = std::move(in);
+          h.paths[g][net] = std::move(out);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void computePaths(Topology* topo, const TopoOptions& o) {
   for (HostGraph& h : topo->hosts) {
-    size_t n = h.nodes.size();
-    h.paths.assign(n, {});
-    for (size_t s = 0; s < n; s++) pathsFrom(&h, (int)s, o.nvbDisable);
-
-    size_t ng = h.gpus.size();
-    h.gpuDirect.assign(ng, std::vector<PathType>(ng, PathType::Loc));
-    h.gpuDirectBw.assign(ng, std::vector<double>(ng, bw::kLoc));
-    h.gpuNearNetBw.assign(ng, 0.0);
-    for (size_t a = 0; a < ng; a++) {
-      for (size_t b = 0; b < ng; b++) {
-        h.gpuDirect[a][b] = h.paths[h.gpus[a]][h.gpus[b]].type;
-        h.gpuDirectBw[a][b] = h.paths[h.gpus[a]][h.gpus[b]].bw;
-      }
-      for (int net : h.nets) {
-        const Path& p = h.paths[h.gpus[a]][net];
-        if (p.type <= PathType::Pxb) h.gpuNearNetBw[a] = std::max(h.gpuNearNetBw[a], p.bw);
-      }
-    }
-
-    // GPU pairs beyond the P2P level go through the CPU next to the receiver; pairs that can use
-    // neither P2P nor SHM (or would rather use a NIC) are marked NET: they talk over the network.
-    std::vector<std::vector<Path>> diverted(ng, std::vector<Path>(ng));
-    std::vector<std::vector<char>> divert(ng, std::vector<char>(ng, 0)), viaNet(ng, std::vector<char>(ng, 0));
-    for (size_t a = 0; a < ng; a++) {
-      for (size_t b = 0; b < ng; b++) {
-        if (a == b) continue;
-        bool p2p = p2pAllowed(h, (int)a, (int)b, o);
-        bool net = netFasterThanP2p(h, (int)a, (int)b, o);
-        if (!p2p) {
-          int cpu = h.localCpu(h.gpus[b]);
-          if (cpu >= 0) {
-            diverted[a][b] = through(h, h.gpus[a], cpu, h.gpus[b]);
-            divert[a][b] = 1;
-          }
-        }
-        viaNet[a][b] = net || (!p2p && o.shmDisable);
-      }
-    }
-    for (size_t a = 0; a < ng; a++) {
-      for (size_t b = 0; b < ng; b++) {
-        Path& p = h.paths[h.gpus[a]][h.gpus[b]];
-        if (divert[a][b]) p = diverted[a][b];
-        if (viaNet[a][b]) p.type = PathType::Net;
-      }
-    }
-
-    // Grace-like hosts: a GPU reaching a NIC over C2C then PCIe through its own CPU is P2C.
-    for (int g : h.gpus) {
-      int cpu = h.localCpu(g);
-      if (cpu < 0) continue;
-      for (int net : h.nets) {
-        if (mergeTypes(h.paths[g][cpu].type, h.paths[net][cpu].type) == PathType::P2c) {
-          h.paths[g][net].type = minPath(PathType::P2c, h.paths[g][net].type);
-          h.paths[net][g].type = minPath(PathType::P2c, h.paths[net][g].type);
-        }
-      }
-    }
-
-    for (int net : h.nets) {
-      std::vector<int> locals = localGpusOfNet(h, net);
-      int local = locals.empty() ? -1 : h.gpus[locals[0]];
-      for (int g : h.gpus) {
-        // PXN: send through the GPU next to the NIC when it is reached over NVLink and either has
-        // a wider path to the NIC or spares us a trip through the CPU.
-        if (!o.pxnDisable && local >= 0 && local != g) {
-          const Path& peerNet = h.paths[local][net];
-          const Path& mine = h.paths[g][net];
-          PathType relayLevel = o.pxnC2c ? PathType::P2c : PathType::Pxb;
-          if (peerNet.type <= relayLevel && gdrAllowed(h, local, net, true, o) &&
-              h.paths[local][g].type <= PathType::Nvl && (peerNet.bw > mine.bw || mine.type > PathType::Pxn)) {
-            Path p = through(h, g, local, net);
-            p.type = PathType::Pxn;
-            h.paths[g][net] = std::move(p);
-          }
-        }
-        // Without GPU Direct RDMA the data is staged in host memory next to the GPU.
-        if (h.paths[g][net].type < PathType::Phb && !gdrAllowed(h, g, net, false, o)) {
-          int cpu = h.localCpu(g);
-          if (cpu >= 0) {
-            Path in = through(h, net, cpu, g);
-            Path out = through(h, g, cpu, net);
-            h.paths[net][g] = std::move(in);
-            h.paths[g][net] = std::move(out);
-          }
-        }
-      }
-    }
+    h.paths.assign(h.nodes.size(), {});
+    for (size_t s = 0; s < h.nodes.size(); s++) pathsFrom(&h, (int)s, o.nvbDisable);
+    recordDirect(h);
+    divertGpuPairs(h, o);
+    markC2cNics(h);
+    applyNicRules(h, o);
   }
   topo->pathsReady = true;
 }

@@ -397,13 +397,70 @@ bool splitNvLink(const HostGraph& h) {
 
 }  // namespace
 
+namespace {
+
+// Channels at one bandwidth: the tightest path-type limits that give any channel (GPU<->NIC limit
+// first, then GPU<->GPU), rail-aligned NICs before crossing NICs when crossNic is 2.
+HostSearch atSpeed(HostSearcher& searcher, double speed, bool inter, int crossNic,
+                   const std::vector<PathType>& intraTypes, const std::vector<PathType>& interTypes) {
+  HostSearch found;
+  std::vector<bool> crossPhases;
+  if (crossNic == 1) crossPhases = {true};
+  else if (crossNic == 2 && inter) crossPhases = {false, true};
+  else crossPhases = {false};
+  for (bool cross : crossPhases) {
+    for (PathType tInter : interTypes) {
+      for (PathType tIntra : intraTypes) {
+        // Across hosts, GPU-to-GPU hops may not be farther than the GPU-to-NIC ones.
+        if (inter && tIntra > tInter && tIntra != intraTypes.front()) break;
+        std::vector<HostChannel> chans = searcher.run(Attempt{toMilli(speed), tIntra, inter ? tInter : PathType::Sys, cross});
+        if (!chans.empty()) {
+          found.channels = std::move(chans);
+          found.typeIntra = tIntra;
+          found.typeInter = inter ? tInter : PathType::Loc;
+          return found;
+        }
+      }
+    }
+  }
+  return found;
+}
+
+// Nothing fits even the slowest channel: one channel in plain order, as NCCL falls back to.
+void fallback(const HostGraph& h, HostSearch* out) {
+  HostChannel c;
+  for (int g = 0; g < (int)h.gpus.size(); g++) c.gpus.push_back(g);
+  if (out->inter) c.netIn = c.netOut = h.nets.front();
+  out->channels.assign(1, c);
+  out->fallback = true;
+  out->bwIntra = out->bwInter = 0.1;
+  out->typeIntra = PathType::Sys;
+  out->typeInter = out->inter ? PathType::Sys : PathType::Loc;
+  WEFT_INFO(log::kGraph, "search: no %s channel fits host %lx; falling back to one channel in GPU order",
+            patternName(out->pattern), (unsigned long)h.hostHash);
+}
+
+// Fast links: one channel cannot drive them alone, so spread the same orders over twice as many
+// channels at half the bandwidth each. Hopper and newer only do it for the fastest channels.
+void duplicate(int ccMin, int maxChannels, HostSearch* s) {
+  int n = s->nChannels();
+  if (s->bwIntra < 25.0 || (ccMin > 80 && s->bwIntra < 50.0 && n > 4)) return;
+  int target = std::min(2 * n, maxChannels);
+  for (int c = n; c < target; c++) s->channels.push_back(s->channels[c - n]);
+  int factor = (target + n - 1) / n;
+  s->bwIntra /= factor;
+  s->bwInter /= factor;
+}
+
+}  // namespace
+
 HostSearch searchHost(const HostGraph& h, Pattern pattern, bool inter, int ccMin, const SearchOptions& opts) {
   HostSearch best;
   best.pattern = pattern;
-  best.inter = inter;
   int ng = (int)h.gpus.size();
   if (ng == 0) return best;
   if (inter && h.nets.empty()) inter = false;  // nothing to cross hosts with; the caller reports it
+  best.inter = inter;
 
   std::vector<double> speeds = searchSpeeds(ccMin, inter);
   std::vector<PathType> intraTypes = typesBetweenGpus(h);
@@ -429,31 +486,7 @@ HostSearch searchHost(const HostGraph& h, Pattern pattern, bool inter, int ccMin
     double s = speeds[si];
     // A lower bandwidth only pays if it about doubles the channel count.
     if (bestCount > 0 && s / bestSpeed <= 0.49) break;
-    HostSearch found;
-    bool done = false;
-    std::vector<bool> crossPhases;
-    if (o.crossNic == 1) crossPhases = {true};
-    else if (o.crossNic == 2 && inter) crossPhases = {false, true};
-    else crossPhases = {false};
-    for (bool cross : crossPhases) {
-      for (PathType tInter : interTypes) {
-        for (PathType tIntra : intraTypes) {
-          // Across hosts, GPU-to-GPU hops may not be farther than the GPU-to-NIC ones.
-          if (inter && tIntra > tInter && tIntra != intraTypes.front()) break;
-          Attempt a{toMilli(s), tIntra, inter ? tInter : PathType::Sys, cross};
-          std::vector<HostChannel> chans = searcher.run(a);
-          if (!chans.empty()) {
-            found.channels = std::move(chans);
-            found.typeIntra = tIntra;
-            found.typeInter = inter ? tInter : PathType::Loc;
-            done = true;
-            break;
-          }
-        }
-        if (done) break;
-      }
-      if (done) break;
-    }
+    HostSearch found = atSpeed(searcher, s, inter, o.crossNic, intraTypes, interTypes);
     int n = found.nChannels();
     if (n >= o.minChannels && n * s > bestCount * bestSpeed + 1e-9) {
       best.channels = std::move(found.channels);
@@ -464,35 +497,13 @@ HostSearch searchHost(const HostGraph& h, Pattern pattern, bool inter, int ccMin
     }
     if (bestCount > 0 && (bestCount * bestSpeed >= totalBw || bestCount >= o.maxChannels)) break;
   }
-
   if (bestCount == 0) {
-    // Nothing fits even the slowest channel: one channel in plain order, as NCCL falls back to.
-    HostChannel c;
-    for (int g = 0; g < ng; g++) c.gpus.push_back(g);
-    if (inter && !h.nets.empty()) c.netIn = c.netOut = h.nets.front();
-    best.channels.push_back(c);
-    best.fallback = true;
-    best.bwIntra = best.bwInter = 0.1;
-    best.typeIntra = PathType::Sys;
-    best.typeInter = inter ? PathType::Sys : PathType::Loc;
-    WEFT_INFO(log::kGraph, "search: no %s channel fits host %lx; falling back to one channel in GPU order",
-              patternName(pattern), (unsigned long)h.hostHash);
+    fallback(h, &best);
     return best;
   }
   best.bwIntra = best.bwInter = bestSpeed;
   for (const HostChannel& c : best.channels) best.crossNic |= c.netOut != c.netIn;
-
-  // Fast links: one channel cannot drive them alone, so spread the same orders over twice as many
-  // channels at half the bandwidth each. Hopper and newer only do it for the fastest channels.
-  int n = best.nChannels();
-  bool dup = bestSpeed >= 25.0 && !(ccMin > 80 && bestSpeed < 50.0 && n > 4);
-  if (dup) {
-    int target = std::min(2 * n, o.maxChannels);
-    for (int c = n; c < target; c++) best.channels.push_back(best.channels[c - n]);
-    int factor = (target + n - 1) / n;
-    best.bwIntra /= factor;
-    best.bwInter /= factor;
-  }
+  duplicate(ccMin, o.maxChannels, &best);
   return best;
 }
 

@@ -59,4 +59,12 @@ TopoOptions readTopoOptions() {
   return o;
 }
 
+TopoFileSettings readTopoFileSettings() {
+  TopoFileSettings f;
+  f.topoFile = param::getStr("NCCL_TOPO_FILE", "");
+  f.dumpFile = param::getStr("NCCL_TOPO_DUMP_FILE", "");
+  f.dumpRank = (int)param::getInt("NCCL_TOPO_DUMP_FILE_RANK", 0);
+  return f;
+}
+
 }  // namespace weft::graph

@@ -37,4 +37,14 @@ bool parsePathLevel(const std::string& text, PathType* out);
 // Reads the NCCL_* settings above through weft::param (environment, then config files).
 TopoOptions readTopoOptions();
 
+// Topology files: NCCL_TOPO_FILE (a description to start from, see DetectInputs::topoFile),
+// NCCL_TOPO_DUMP_FILE (where to write the topology) and NCCL_TOPO_DUMP_FILE_RANK (which rank writes
+// it, 0 by default).
+struct TopoFileSettings {
+  std::string topoFile;
+  std::string dumpFile;
+  int dumpRank = 0;
+};
+TopoFileSettings readTopoFileSettings();
+
 }  // namespace weft::graph

@@ -180,6 +180,27 @@ TEST(GraphSearch, SingleRank) {
   EXPECT_EQ(p.trees[0].root, 0);
 }
 
+TEST(GraphSearch, FallsBackWhenNothingFits) {
+  // Two GPUs on PCIe Gen1 x1 links (0.19 GB/s): below the slowest speed tried (3 GB/s), so the
+  // search gives one channel in plain order at 0.1 GB/s, as NCCL does, and the plan still works.
+  const char* text =
+      "<system version=\"1\"><cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\">"
+      "<pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"2.5 GT/s PCIe\" link_width=\"1\">"
+      "<gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"1\"/></pci>"
+      "<pci busid=\"0000:02:00.0\" class=\"0x030200\" link_speed=\"2.5 GT/s PCIe\" link_width=\"1\">"
+      "<gpu dev=\"1\" sm=\"80\" rank=\"1\" gdr=\"1\"/></pci></cpu></system>";
+  Topology t;
+  ASSERT_EQ(parseTopologyXml(text, &t), ncclSuccess);
+  computePaths(&t, TopoOptions{});
+  ChannelPlan p = planChannels(t, TopoOptions{});
+  EXPECT_TRUE(p.ringSearch.hosts[0].fallback);
+  EXPECT_DOUBLE_EQ(p.ringSearch.bwIntra, 0.1);
+  EXPECT_EQ(p.ringSearch.typeIntra, PathType::Sys);
+  EXPECT_EQ(p.nChannels, 2);
+  expectWellFormedPlan(t, p);
+  EXPECT_EQ(p.rings[0].order, (std::vector<int>{0, 1}));
+}
+
 TEST(GraphSearch, DoubleBinaryTree) {
   for (int n = 1; n <= 64; n++) {
     std::vector<std::vector<int>> kids(2, std::vector<int>(n, 0));
