@@ -16,6 +16,7 @@
 namespace weft::graph {
 
 enum class TransportKind : uint8_t { P2p = 0, Shm = 1, Net = 2 };
+using TransportOptions = TopoOptions;  // the P2P/SHM/NET settings live with the other topology settings
 const char* transportName(TransportKind t);  // "P2P", "SHM", "NET"
 
 // The transport between the GPUs of two ranks (symmetric; a rank to itself is P2P). Needs
