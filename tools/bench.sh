@@ -19,7 +19,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=native >/dev/null
 cmake --build "$build" -j"$(nproc)" --target weft-perf
-perf="$build/tools/weft-perf/weft-perf"
+perf="$build/tools/weft-perf"
 export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for op in all_reduce all_gather reduce_scatter broadcast reduce sendrecv alltoall; do
   echo "### $op on $ngpus GPU(s)"

@@ -1,0 +1,160 @@
+// Settings parsing (NCCL_P2P_LEVEL and friends) and the cross-rank transport agreement check.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/param.h"
+#include "graph/transport_choice.h"
+#include "graph_test_util.h"
+
+namespace weft::graph {
+namespace {
+
+TEST(GraphOptions, PathLevelSyntax) {
+  PathType t;
+  ASSERT_TRUE(parsePathLevel("PXB", &t));
+  EXPECT_EQ(t, PathType::Pxb);
+  ASSERT_TRUE(parsePathLevel("NVL", &t));
+  EXPECT_EQ(t, PathType::Nvl);
+  ASSERT_TRUE(parsePathLevel("SYS", &t));
+  EXPECT_EQ(t, PathType::Sys);
+  // The old numbers: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 SYS, 5 and above SYS.
+  const PathType old[] = {PathType::Loc, PathType::Pix, PathType::Pxb, PathType::Phb, PathType::Sys, PathType::Sys};
+  for (int i = 0; i < 6; i++) {
+    ASSERT_TRUE(parsePathLevel(std::to_string(i), &t));
+    EXPECT_EQ(t, old[i]) << i;
+  }
+  ASSERT_TRUE(parsePathLevel("9", &t));
+  EXPECT_EQ(t, PathType::Sys);
+  EXPECT_FALSE(parsePathLevel("NET", &t));  // not a P2P level
+  EXPECT_FALSE(parsePathLevel("pxb", &t));
+  EXPECT_FALSE(parsePathLevel("", &t));
+}
+
+class GraphOptionsEnv : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const char* v : {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_CROSS_NIC", "NCCL_PXN_DISABLE",
+                          "NCCL_MAX_NCHANNELS", "NCCL_NET_GDR_LEVEL"})
+      unsetenv(v);
+    param::resetForTesting();
+  }
+};
+
+TEST_F(GraphOptionsEnv, ReadsTheEnvironment) {
+  param::resetForTesting();
+  TopoOptions d = readTopoOptions();
+  EXPECT_FALSE(d.p2pLevel.has_value());
+  EXPECT_FALSE(d.shmDisable);
+  EXPECT_EQ(d.crossNic, 2);
+
+  setenv("NCCL_P2P_LEVEL", "PHB", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("NCCL_CROSS_NIC", "0", 1);
+  setenv("NCCL_PXN_DISABLE", "1", 1);
+  setenv("NCCL_MAX_NCHANNELS", "8", 1);
+  setenv("NCCL_NET_GDR_LEVEL", "2", 1);
+  param::resetForTesting();
+  TopoOptions o = readTopoOptions();
+  EXPECT_EQ(o.p2pLevel, PathType::Phb);
+  EXPECT_TRUE(o.shmDisable);
+  EXPECT_EQ(o.crossNic, 0);
+  EXPECT_TRUE(o.pxnDisable);
+  EXPECT_EQ(o.maxChannels, 8);
+  EXPECT_EQ(o.netGdrLevel, PathType::Pxb);
+
+  // NCCL_P2P_DISABLE=1 wins over NCCL_P2P_LEVEL.
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  param::resetForTesting();
+  EXPECT_EQ(readTopoOptions().p2pLevel, PathType::Loc);
+
+  // Junk is ignored with a warning.
+  unsetenv("NCCL_P2P_DISABLE");
+  setenv("NCCL_P2P_LEVEL", "FAST", 1);
+  param::resetForTesting();
+  EXPECT_FALSE(readTopoOptions().p2pLevel.has_value());
+}
+
+TEST(GraphTransport, AmdHostsAllowP2pThroughTheCpuForTwoGpus) {
+  // NCCL's default lets a pair of GPUs behind an AMD CPU use P2P through the root complex; the same
+  // pair behind an Intel CPU uses shared memory.
+  const char* xml =
+      "<system version=\"1\"><cpu numaid=\"0\" arch=\"x86_64\" vendor=\"%s\" familyid=\"25\" modelid=\"1\">"
+      "<pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"1\"/></pci>"
+      "<pci busid=\"0000:41:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<gpu dev=\"1\" sm=\"80\" rank=\"1\" gdr=\"1\"/></pci></cpu></system>";
+  for (const char* vendor : {"AuthenticAMD", "GenuineIntel"}) {
+    char text[1024];
+    snprintf(text, sizeof(text), xml, vendor);
+    Topology t;
+    ASSERT_EQ(parseTopologyXml(text, &t), ncclSuccess);
+    computePaths(&t, TopoOptions{});
+    EXPECT_EQ(testing::rankPath(t, 0, 1).type, PathType::Phb);
+    EXPECT_EQ(chooseTransport(t, 0, 1, TopoOptions{}),
+              std::string(vendor) == "AuthenticAMD" ? TransportKind::P2p : TransportKind::Shm)
+        << vendor;
+  }
+}
+
+TEST(GraphTransport, RowsEncodeAndDecode) {
+  TransportRow row = {TransportKind::P2p, TransportKind::Shm, TransportKind::Net};
+  std::vector<uint8_t> wire = encodeTransportRow(row);
+  TransportRow back;
+  ASSERT_EQ(decodeTransportRow(wire.data(), wire.size(), 3, &back), ncclSuccess);
+  EXPECT_EQ(back, row);
+  EXPECT_EQ(decodeTransportRow(wire.data(), wire.size(), 4, &back), ncclInternalError);  // wrong size
+  wire[1] = 7;
+  EXPECT_EQ(decodeTransportRow(wire.data(), wire.size(), 3, &back), ncclInternalError);  // not a transport
+}
+
+TEST(GraphTransport, DisagreementNamesBothRanks) {
+  // Rank 3 ran with NCCL_P2P_DISABLE=1, the others did not: it wants SHM where they want P2P.
+  Topology t = testing::loadFixture("pcie_4gpu_2switch.xml");
+  TopoOptions off;
+  off.p2pLevel = PathType::Loc;
+  std::vector<TransportRow> rows;
+  for (int r = 0; r < 4; r++) rows.push_back(transportRow(t, r, r == 3 ? off : TopoOptions{}));
+  EXPECT_EQ(verifyTransportAgreement(rows), ncclInvalidUsage);
+  std::string msg = log::lastErrorOfThread();
+  EXPECT_NE(msg.find("rank 2 would reach rank 3 through P2P but rank 3 would reach rank 2 through SHM"),
+            std::string::npos)
+      << msg;
+  // All alike: fine.
+  rows[3] = transportRow(t, 3, TopoOptions{});
+  EXPECT_EQ(verifyTransportAgreement(rows), ncclSuccess);
+  // A row of the wrong length.
+  rows[1].pop_back();
+  EXPECT_EQ(verifyTransportAgreement(rows), ncclInternalError);
+}
+
+TEST(GraphTransport, NetBeatsSlowP2pInsideAHost) {
+  // Two GPUs on different sockets (6 GB/s QPI between them), each next to its own 200 Gb/s NIC with
+  // GPU Direct RDMA: NCCL sends through the NICs (25 GB/s) rather than across QPI.
+  const char* text =
+      "<system version=\"1\">"
+      "<cpu numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"79\">"
+      "<pci busid=\"0000:10:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<pci busid=\"0000:11:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"1\"/></pci>"
+      "<pci busid=\"0000:12:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><nic>"
+      "<net name=\"mlx5_0\" dev=\"0\" speed=\"200000\" gdr=\"1\"/></nic></pci></pci></cpu>"
+      "<cpu numaid=\"1\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"79\">"
+      "<pci busid=\"0000:80:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<pci busid=\"0000:81:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<gpu dev=\"1\" sm=\"80\" rank=\"1\" gdr=\"1\"/></pci>"
+      "<pci busid=\"0000:82:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><nic>"
+      "<net name=\"mlx5_1\" dev=\"1\" speed=\"200000\" gdr=\"1\"/></nic></pci></pci></cpu></system>";
+  Topology t;
+  ASSERT_EQ(parseTopologyXml(text, &t), ncclSuccess);
+  computePaths(&t, TopoOptions{});
+  EXPECT_EQ(chooseTransport(t, 0, 1, TopoOptions{}), TransportKind::Net);
+  EXPECT_EQ(testing::rankPath(t, 0, 1).type, PathType::Net);
+  TopoOptions noIntra;
+  noIntra.netDisableIntra = true;  // NCCL_NET_DISABLE_INTRA=1
+  computePaths(&t, noIntra);
+  EXPECT_EQ(chooseTransport(t, 0, 1, noIntra), TransportKind::Shm);
+}
+
+}  // namespace
+}  // namespace weft::graph
