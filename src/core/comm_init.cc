@@ -8,6 +8,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/communicator.h"
 #include "core/param.h"
+#include "core/comm_topology.h"
 #include "core/peer_info.h"
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
@@ -25,13 +26,12 @@ const param::IntParam kP2pChannels{"NCCL_WEFT_P2P_NCHANNELS", 4};
 const param::IntParam kAllowSharedGpu{"NCCL_WEFT_ALLOW_GPU_SHARING", 0};  // tests only
 const param::IntParam kFifoSlots{"NCCL_WORK_FIFO_DEPTH", 1 << 12};
 
-int chooseChannelCount(const ncclComm* comm) {
-  int n = (int)kDefaultChannels.get();
-  int lo = std::max<int>(comm->config.minCTAs, kMinChannels.get() > 0 ? (int)kMinChannels.get() : 1);
-  int hi = std::min<int>(comm->config.maxCTAs, kMaxChannels.get() > 0 ? (int)kMaxChannels.get() : dev::kMaxChannels);
-  hi = std::min(hi, dev::kMaxChannels);
-  lo = std::min(lo, hi);
-  return std::clamp(n, lo, hi);
+// Channel bounds from the config (minCTAs/maxCTAs) and NCCL_MIN/MAX_NCHANNELS.
+void channelBounds(const ncclComm* comm, int* lo, int* hi) {
+  *lo = std::max<int>(comm->config.minCTAs, kMinChannels.get() > 0 ? (int)kMinChannels.get() : 1);
+  *hi = std::min<int>(comm->config.maxCTAs, kMaxChannels.get() > 0 ? (int)kMaxChannels.get() : dev::kMaxChannels);
+  *hi = std::min(*hi, dev::kMaxChannels);
+  *lo = std::min(*lo, *hi);
 }
 
 uint32_t roundDownPow2(uint32_t v) {
@@ -65,13 +65,6 @@ Status exchangePeerInfo(ncclComm* comm) {
     return ncclInvalidUsage;
   }
   return ncclSuccess;
-}
-
-// One ring per channel. Without a topology search yet: rank order, the same on every channel.
-void buildRings(ncclComm* comm) {
-  std::vector<int> order(comm->nRanks);
-  for (int r = 0; r < comm->nRanks; ++r) order[r] = r;
-  comm->rings.assign(comm->nChannels, order);
 }
 
 Status setupDeviceState(ncclComm* comm) {
@@ -155,8 +148,15 @@ Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, i
   WEFT_TRY(bootstrap::Bootstrap::init(id, rank, nRanks, &comm->abortRequested, &comm->bootstrap));
   WEFT_TRY(exchangePeerInfo(comm));
 
-  comm->nChannels = chooseChannelCount(comm);
-  buildRings(comm);
+  int lo = 1, hi = dev::kMaxChannels;
+  channelBounds(comm, &lo, &hi);
+  if (nRanks == 1) {
+    // A single rank only copies locally; a few channels keep large copies fast.
+    comm->nChannels = std::clamp<int>((int)kDefaultChannels.get(), lo, hi);
+    comm->rings.assign(comm->nChannels, std::vector<int>{0});
+  } else {
+    WEFT_TRY(buildCommTopology(comm, lo, hi));
+  }
   comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
   comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels);
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);

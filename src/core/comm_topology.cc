@@ -1,0 +1,141 @@
+#include "core/comm_topology.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/bootstrap.h"
+#include "core/communicator.h"
+#include "core/peer_info.h"
+#include "graph/channels.h"
+#include "graph/detect.h"
+#include "graph/paths.h"
+#include "graph/rank_record.h"
+#include "graph/topo_options.h"
+#include "graph/topo_xml.h"
+#include "graph/transport_choice.h"
+#include "graph/xml.h"
+#include "runtime/gpu.h"
+
+namespace weft::core {
+namespace {
+
+// All-gathers byte strings of different lengths: lengths first, then padded to the longest.
+Status allGatherVar(ncclComm* comm, const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
+  std::vector<uint64_t> sizes(comm->nRanks, 0);
+  sizes[comm->rank] = mine.size();
+  WEFT_TRY(comm->bootstrap->allGather(sizes.data(), sizeof(uint64_t)));
+  uint64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  WEFT_CHECK_ARG(longest <= (64u << 20), "rank %d: a peer's topology record is %llu bytes; refusing more than 64 MiB",
+                 comm->rank, (unsigned long long)longest);
+  std::vector<uint8_t> buffer(longest * comm->nRanks, 0);
+  memcpy(buffer.data() + longest * comm->rank, mine.data(), mine.size());
+  WEFT_TRY(comm->bootstrap->allGather(buffer.data(), longest));
+  all->assign(comm->nRanks, {});
+  for (int r = 0; r < comm->nRanks; ++r) {
+    const uint8_t* p = buffer.data() + longest * r;
+    (*all)[r].assign(p, p + sizes[r]);
+  }
+  return ncclSuccess;
+}
+
+Status describeOwnHost(ncclComm* comm, const graph::TopoFileSettings& files, graph::RankRecord* rec) {
+  runtime::DeviceProps props;
+  WEFT_TRY(runtime::deviceProps(comm->cudaDev, &props));
+  graph::DetectInputs in;
+  in.hostHash = comm->peers[comm->rank].hostHash;
+  in.topoFile = files.topoFile;
+  graph::DetectGpu gpu;
+  gpu.busId = comm->busId;
+  gpu.rank = comm->rank;
+  gpu.dev = comm->cudaDev;
+  gpu.sm = props.ccMajor * 10 + props.ccMinor;
+  in.gpus.push_back(gpu);
+  WEFT_TRY(graph::collectNvmlFacts(&in));
+  graph::XmlNode system;
+  WEFT_TRY(graph::detectSystemXml(in, &system));
+  rec->rank = comm->rank;
+  rec->nRanks = comm->nRanks;
+  rec->hostHash = in.hostHash;
+  rec->busId = comm->busId;
+  rec->systemXml = graph::writeXml(system);
+  return ncclSuccess;
+}
+
+void rankOrderRings(ncclComm* comm, int nChannels) {
+  std::vector<int> order(comm->nRanks);
+  for (int r = 0; r < comm->nRanks; ++r) order[r] = r;
+  comm->nChannels = nChannels;
+  comm->rings.assign(nChannels, order);
+}
+
+}  // namespace
+
+Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
+  graph::TopoFileSettings files = graph::readTopoFileSettings();
+  graph::RankRecord mine;
+  Status described = describeOwnHost(comm, files, &mine);
+  if (isError(described)) {
+    // Every rank must still take part in the exchanges below; an empty record says "unknown".
+    WEFT_WARN("rank %d: could not describe this host's topology; falling back to rank-order rings", comm->rank);
+    mine = graph::RankRecord{};
+  }
+  std::vector<std::vector<uint8_t>> records;
+  WEFT_TRY(allGatherVar(comm, described == ncclSuccess ? graph::encodeRankRecord(mine) : std::vector<uint8_t>(),
+                        &records));
+  std::vector<graph::RankRecord> decoded(comm->nRanks);
+  bool complete = true;
+  for (int r = 0; r < comm->nRanks; ++r) {
+    if (records[r].empty() || isError(graph::decodeRankRecord(records[r].data(), records[r].size(), &decoded[r]))) {
+      complete = false;
+    }
+  }
+  graph::Topology topo;
+  if (!complete || isError(graph::mergeRankRecords(decoded, &topo))) {
+    WEFT_WARN("rank %d: the ranks' topology records could not be merged; using %d rank-order ring channels",
+              comm->rank, minChannels);
+    rankOrderRings(comm, std::max(1, minChannels));
+    return ncclSuccess;
+  }
+  graph::TopoOptions opts = graph::readTopoOptions();
+  opts.minChannels = minChannels;
+  opts.maxChannels = maxChannels;
+  graph::computePaths(&topo, opts);
+
+  // Every pair's transport, computed by both ends and compared.
+  graph::TransportRow row = graph::transportRow(topo, comm->rank, opts);
+  std::vector<std::vector<uint8_t>> rowBytes;
+  WEFT_TRY(allGatherVar(comm, graph::encodeTransportRow(row), &rowBytes));
+  std::vector<graph::TransportRow> rows(comm->nRanks);
+  for (int r = 0; r < comm->nRanks; ++r) {
+    WEFT_TRY(graph::decodeTransportRow(rowBytes[r].data(), rowBytes[r].size(), comm->nRanks, &rows[r]));
+  }
+  WEFT_TRY(graph::verifyTransportAgreement(rows));
+  for (int p = 0; p < comm->nRanks; ++p) {
+    if (p != comm->rank && row[p] != graph::TransportKind::P2p) {
+      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through %s, which weft does not implement yet (only "
+                "the NVLink/PCIe peer-to-peer transport exists); check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL",
+                comm->rank, p, comm->peers[p].busId, row[p] == graph::TransportKind::Shm ? "shared host memory" : "the network");
+      return ncclInvalidUsage;
+    }
+  }
+
+  graph::ChannelPlan plan = graph::planChannels(topo, opts);
+  if (plan.nChannels <= 0 || plan.rings.empty()) {
+    WEFT_WARN("rank %d: the ring search found no channel; using rank-order rings", comm->rank);
+    rankOrderRings(comm, std::max(1, minChannels));
+  } else {
+    comm->nChannels = std::clamp(plan.nChannels, std::max(1, minChannels), maxChannels);
+    comm->rings.clear();
+    for (int c = 0; c < comm->nChannels; ++c) comm->rings.push_back(plan.rings[c % plan.rings.size()].order);
+  }
+  if (!files.dumpFile.empty() && comm->rank == files.dumpRank) {
+    if (isError(graph::writeTopologyXmlFile(topo, files.dumpFile))) {
+      WEFT_WARN("rank %d: could not write NCCL_TOPO_DUMP_FILE %s", comm->rank, files.dumpFile.c_str());
+    }
+  }
+  WEFT_INFO(log::kGraph | log::kInit, "rank %d: %d channels from the topology search (rings of %zu ranks)", comm->rank,
+            comm->nChannels, comm->rings.empty() ? (size_t)0 : comm->rings[0].size());
+  return ncclSuccess;
+}
+
+}  // namespace weft::core
