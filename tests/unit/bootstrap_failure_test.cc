@@ -193,6 +193,34 @@ TEST(BootstrapFailure, RankDeadAfterInitIsNamedByEveryone) {
   EXPECT_EQ(root.join(), ncclSuccess);
 }
 
+// After init, rank 2 dies and the others wait for a message from it. Rank 3 reads from rank 2's
+// connection (end of stream), rank 1 sends to it (its connection closes), and rank 0 has no
+// connection with it at all (it probes rank 2's listen socket and is refused). All three must
+// notice well before the 10 s deadline.
+TEST(BootstrapFailure, SilentPeerDeathIsNoticedBeforeTheDeadline) {
+  ForkedRanks ranks;
+  ranks.start({0, 1, 2, 3}, [](int rank, const ncclUniqueId& id) -> RankOutcome {
+    test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "10");
+    std::unique_ptr<Bootstrap> b;
+    WEFT_CHILD_TRY(Bootstrap::init(id, rank, 4, nullptr, &b));
+    if (rank == 2) raise(SIGKILL);
+    int v = 0;
+    Status s = b->recv(2, 1, &v, sizeof(v));
+    return test::outcome(s, b->failureText());
+  });
+  ParentRoot root(10);
+  ranks.sendId(root.id);
+  auto rs = ranks.wait(20000);
+  for (const ChildResult& r : rs) {
+    if (r.rank == 2) continue;
+    EXPECT_EQ(r.outcome.status, ncclRemoteError) << test::describe(rs);
+    EXPECT_TRUE(contains(r.outcome.text, "rank 2 (127.0.0.1:")) << r.outcome.text;
+    EXPECT_TRUE(contains(r.outcome.text, "recv from rank 2 (tag 1)")) << r.outcome.text;
+    EXPECT_LT(r.outcome.seconds, 3.0) << test::describe(rs);
+  }
+  EXPECT_EQ(root.join(), ncclSuccess);
+}
+
 TEST(BootstrapFailure, NRanksMismatchFailsEveryone) {
   ForkedRanks ranks;
   ranks.start({0, 1, 2}, [](int rank, const ncclUniqueId& id) { return initOnly(rank, rank == 2 ? 4 : 3, id, "10"); });
