@@ -105,7 +105,7 @@ static_assert(sizeof(RootHello) == 40 && sizeof(RootReply) == 56 && sizeof(PeerH
 
 // The group of ranks a root serves when nRoots roots share nRanks ranks: [lo, hi). Ranks are split
 // evenly in order; root j also learns the address of rank hi % nRanks (the first rank of the next
-// group) so that it can give its last rank a ring successor.
+// group) so that it can give its last rank a ring successor (and that rank its predecessor).
 void rootRange(int nRanks, int nRoots, int root, int* lo, int* hi);
 int rootOfRank(int nRanks, int nRoots, int rank);
 
