@@ -203,17 +203,26 @@ Status Bootstrap::rendezvous(const std::vector<UniqueIdInfo>& ids, const util::D
         return messenger_.fail(code, "rendezvous failed: %s", text.c_str());
       }
       wire::RootReply reply;
-      SocketAddress succ;
+      SocketAddress succ, pred;
       std::string why;
       bool ok = fh.type == (uint16_t)FrameType::kRootReply && fh.length == sizeof(reply);
       if (ok) memcpy(&reply, payload.data(), sizeof(reply));
+      // Our root names our successor (and our predecessor unless another root serves it); the
+      // previous root, when we are the first rank of our group, names only our predecessor.
       const int expectSucc = l.index == group ? (rank_ + 1) % nRanks_ : -1;
-      ok = ok && reply.successor == expectSucc && (expectSucc < 0 || wire::decodeAddress(reply.address, &succ, &why));
+      const int prevRank = (rank_ + nRanks_ - 1) % nRanks_;
+      const bool predElsewhere = nIds > 1 && rank_ == lo;
+      const bool predOk = reply.predecessor == prevRank || (reply.predecessor == -1 && l.index == group && predElsewhere);
+      const int gotPred = reply.predecessor;
+      ok = ok && reply.successor == expectSucc && predOk &&
+           (expectSucc < 0 || wire::decodeAddress(reply.successorAddress, &succ, &why)) &&
+           (gotPred < 0 || wire::decodeAddress(reply.predecessorAddress, &pred, &why));
       if (!ok) {
         return messenger_.fail(ncclSystemError, "root %s sent an unexpected %s frame (%s)", where.c_str(),
                                wire::frameTypeName(fh.type), why.empty() ? "wrong content" : why.c_str());
       }
       if (expectSucc >= 0) messenger_.setPeerAddress(expectSucc, succ);
+      if (gotPred >= 0) messenger_.setPeerAddress(gotPred, pred);
       l.done = true;
       l.fd.reset();
       --pending;
@@ -238,16 +247,16 @@ Status Bootstrap::exchangeAddresses(const util::Deadline& deadline) {
   table[rank_] = wire::encodeAddress(messenger_.listenAddress());
   WEFT_TRY(ringAllGather(reinterpret_cast<char*>(table.data()), sizeof(wire::WireAddress), deadline,
                          "address exchange"));
-  const int next = (rank_ + 1) % nRanks_;
+  const int next = (rank_ + 1) % nRanks_, prev = (rank_ + nRanks_ - 1) % nRanks_;
   for (int r = 0; r < nRanks_; ++r) {
     SocketAddress a;
     std::string why;
     if (!wire::decodeAddress(table[r], &a, &why)) {
       return messenger_.fail(ncclSystemError, "address exchange: rank %d's address is invalid (%s)", r, why.c_str());
     }
-    if (r == next && a != messenger_.peerAddress(next)) {
+    if ((r == next || r == prev) && a != messenger_.peerAddress(r)) {
       return messenger_.fail(ncclSystemError, "address exchange: rank %d announced %s but the root said %s", r,
-                             a.toString().c_str(), messenger_.peerAddress(next).toString().c_str());
+                             a.toString().c_str(), messenger_.peerAddress(r).toString().c_str());
     }
     messenger_.setPeerAddress(r, a);
   }

@@ -3,14 +3,16 @@
 // transport exists.
 //
 // init(): each rank opens its own listen socket, says hello to the root named by the unique id
-// (rank, nranks, listen address) and receives its ring successor's address; the ranks then build
-// the full address table with a ring allgather. After that, send/recv connect lazily to a peer's
-// listen address, and allGather/barrier run over those connections.
+// (rank, nranks, listen address) and receives its ring neighbours' addresses; the ranks then
+// build the full address table with a ring allgather. After that, send/recv connect lazily to a
+// peer's listen address, and allGather (ring) and barrier (dissemination) run over those
+// connections.
 //
 // Every call has a deadline (NCCL_BOOTSTRAP_TIMEOUT seconds, default 300, 0 = forever) and polls
-// the abort flag given to init(). Errors name the peer rank, its address and the operation; a
-// rank that gives up during a collective tells its neighbours, so that a failure spreads along the
-// ring at once with its root cause instead of as a chain of timeouts.
+// the abort flag given to init(). Errors name the peer rank, its address and the operation. A
+// rank that gives up during init or a collective tells the peers it is connected with, so that a
+// failure spreads at once with its root cause instead of as a chain of timeouts; a peer we wait
+// for that never connected is probed, so its death is noticed too (see Messenger).
 //
 // Result codes: ncclRemoteError = a peer or the root exited / closed / reported a failure;
 // ncclSystemError = socket failures, timeouts (text contains "timed out") and abort (text

@@ -16,6 +16,11 @@ using Clock = std::chrono::steady_clock;
 namespace {
 constexpr int kNotifyMs = 500;        // budget of a best-effort failure notice
 constexpr int kAcceptsPerProgress = 64;
+// A peer we wait for that has never connected is probed (we connect to it) after this long: if
+// it is gone, its listen socket refuses, and if it goes later, our connection closes.
+constexpr int kProbeAfterMs = 500;
+// Its data may still be on its way on another connection when we see it close; wait this long.
+constexpr int kGoneGraceMs = 200;
 
 std::string printable(const std::vector<char>& bytes) {
   std::string s(bytes.begin(), bytes.end());
@@ -321,13 +326,51 @@ Status Messenger::recv(int peer, FrameType type, int tag, void* data, size_t byt
       return fail(ncclRemoteError, "%s: %s gave up: %s", op, peerText(peer).c_str(), p.failedText.c_str());
     }
     if (p.inClosed) {
-      return fail(ncclRemoteError, "%s %s during %s; it probably exited - check its log", peerText(peer).c_str(),
-                  p.inClosedWhy.c_str(), op);
+      bool exited = p.inClosedWhy.compare(0, 6, "closed") == 0 || p.inClosedWhy.compare(0, 4, "lost") == 0;
+      return fail(ncclRemoteError, "%s %s during %s; %s", peerText(peer).c_str(), p.inClosedWhy.c_str(), op,
+                  exited ? "it probably exited - check its log" : "is it running the same weft build?");
     }
     WEFT_TRY(waitChecks(peer, deadline, op,
                         p.everConnected ? "waiting for a message from" : "waiting for a connection from"));
-    WEFT_TRY(progress(deadline.pollMs(kPollSliceMs)));
+    int watchFd = -1;
+    if (!p.everConnected) WEFT_TRY(watchSilentPeer(peer, deadline, op, &watchFd));
+    short rev = 0;
+    WEFT_TRY(progress(deadline.pollMs(kPollSliceMs), watchFd, POLLIN, &rev));
+    if (watchFd >= 0 && rev != 0) {
+      // This connection only carries our data: anything readable means the peer closed it.
+      char byte;
+      ssize_t n = ::recv(watchFd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        markOutBroken(peer, "closed the connection");
+      }
+    }
   }
+}
+
+void Messenger::markOutBroken(int peer, const std::string& why) {
+  Peer& p = peers_[peer];
+  p.out.reset();
+  p.outBroken = true;
+  p.outBrokenWhy = why;
+  p.brokenAt = Clock::now();
+}
+
+// For a recv from a peer that has never connected to us: after a short wait, connect to it (a
+// refusal means it is gone), then watch that connection; if it closes and the peer still has not
+// connected after a grace period, the peer is gone. Without this, a peer that died right after the
+// rendezvous would only be noticed at the deadline.
+Status Messenger::watchSilentPeer(int peer, const util::Deadline& deadline, const char* op, int* watchFd) {
+  Peer& p = peers_[peer];
+  if (p.outBroken) {
+    if (Clock::now() - p.brokenAt < std::chrono::milliseconds(kGoneGraceMs)) return ncclSuccess;
+    return failPeerGone(peer, ncclRemoteError, p.outBrokenWhy + " before sending anything to this rank", op);
+  }
+  if (!p.out.valid()) {
+    if (!p.address.valid() || deadline.elapsedSeconds() * 1000 < kProbeAfterMs) return ncclSuccess;
+    WEFT_TRY(ensureConnected(peer, deadline, op));
+  }
+  *watchFd = p.out.get();
+  return ncclSuccess;
 }
 
 Status Messenger::writeFrame(int peer, const wire::FrameHeader& h, const void* payload, uint32_t length,
@@ -348,14 +391,9 @@ Status Messenger::writeFrame(int peer, const wire::FrameHeader& h, const void* p
     }
     if (n != -EAGAIN) {
       int err = (int)-n;
-      p.out.reset();
-      p.outBroken = true;
-      if (ioFromErrno(err) == Io::kClosed) {
-        p.outBrokenWhy = "closed the connection";
-        return failPeerGone(peer, ncclRemoteError, p.outBrokenWhy, op);
-      }
-      p.outBrokenWhy = std::string("sending failed: ") + strerror(err);
-      return failPeerGone(peer, ncclSystemError, p.outBrokenWhy, op);
+      bool closed = ioFromErrno(err) == Io::kClosed;
+      markOutBroken(peer, closed ? std::string("closed the connection") : std::string("sending failed: ") + strerror(err));
+      return failPeerGone(peer, closed ? ncclRemoteError : ncclSystemError, p.outBrokenWhy, op);
     }
     WEFT_TRY(waitChecks(peer, deadline, op, "sending to"));
     short rev = 0;
@@ -376,11 +414,9 @@ Status Messenger::ensureConnected(int peer, const util::Deadline& deadline, cons
     if (rev != 0) err = connectResult(p.out.get());
   }
   if (err != 0) {
-    p.out.reset();
-    p.outBroken = true;
-    p.outBrokenWhy = strerror(err);
-    if (err == ECONNREFUSED) return failPeerGone(peer, ncclRemoteError, "refused the connection", op);
-    return failPeerGone(peer, ncclSystemError, std::string("cannot connect: ") + strerror(err), op);
+    markOutBroken(peer, err == ECONNREFUSED ? std::string("refused the connection")
+                                            : std::string("cannot connect: ") + strerror(err));
+    return failPeerGone(peer, err == ECONNREFUSED ? ncclRemoteError : ncclSystemError, p.outBrokenWhy, op);
   }
   wire::PeerHello hello;
   memset(&hello, 0, sizeof(hello));
@@ -436,14 +472,14 @@ bool Messenger::quietSend(int peer, FrameType type, const void* payload, uint32_
     wire::FrameHeader h = wire::makeHeader(FrameType::kPeerHello, jobKey_, rank_, 0, sizeof(hello), sizeof(hello));
     if (sendAll(p.out.get(), &h, sizeof(h), deadline, abort_, &err) != Io::kOk ||
         sendAll(p.out.get(), &hello, sizeof(hello), deadline, abort_, &err) != Io::kOk) {
-      p.outBroken = true;
+      markOutBroken(peer, "closed the connection");
       return false;
     }
   }
   wire::FrameHeader h = wire::makeHeader(type, jobKey_, rank_, 0, length, length);
   if (sendAll(p.out.get(), &h, sizeof(h), deadline, abort_, &err) != Io::kOk ||
       sendAll(p.out.get(), payload, length, deadline, abort_, &err) != Io::kOk) {
-    p.outBroken = true;  // a frame may be cut short: this connection is unusable now
+    markOutBroken(peer, "closed the connection");  // a frame may be cut short: the connection is unusable
     return false;
   }
   return true;

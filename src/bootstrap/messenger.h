@@ -83,6 +83,7 @@ class Messenger {
     Fd out;                // this rank -> peer
     bool outBroken = false;
     std::string outBrokenWhy;
+    std::chrono::steady_clock::time_point brokenAt{};  // when outBroken was set
     Incoming* in = nullptr;  // peer -> this rank
     bool everConnected = false;
     bool inClosed = false;
@@ -92,6 +93,8 @@ class Messenger {
     std::vector<Message> inbox;
   };
 
+  void markOutBroken(int peer, const std::string& why);
+  Status watchSilentPeer(int peer, const util::Deadline& deadline, const char* op, int* watchFd);
   void acceptAll();
   void drain(Incoming& in);
   bool onFrame(Incoming& in);

@@ -268,10 +268,15 @@ void Root::Session::sendReplies() {
     int rank = rankOfSlot(slot);
     wire::RootReply reply;
     memset(&reply, 0, sizeof(reply));
-    reply.successor = -1;  // the next group's first rank only needed to be known
-    if (rank >= lo_ && rank < hi_) {
+    reply.successor = reply.predecessor = -1;
+    if (rank >= lo_ && rank < hi_) {  // the next group's first rank only learns its predecessor here
       reply.successor = (rank + 1) % nRanks_;
-      reply.address = wire::encodeAddress(slots_[slotOf(reply.successor)].addr);
+      reply.successorAddress = wire::encodeAddress(slots_[slotOf(reply.successor)].addr);
+    }
+    int pred = (rank + nRanks_ - 1) % nRanks_;
+    if (slotOf(pred) >= 0) {  // unknown for our first rank when another root serves its predecessor
+      reply.predecessor = pred;
+      reply.predecessorAddress = wire::encodeAddress(slots_[slotOf(pred)].addr);
     }
     sendFrame(*c, FrameType::kRootReply, 0, &reply, sizeof(reply));
     slots_[slot].state = kAnswered;

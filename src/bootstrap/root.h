@@ -1,12 +1,13 @@
 // The bootstrap root: the rendezvous point named by a unique id. Each rank connects, sends a
 // RootHello (rank, nranks, its listen address); once every rank of its group has arrived the root
-// answers each one with the address of its ring successor only (not the whole table: that is
-// O(nranks) per rank and would make the root a bottleneck), then exits. Ranks build the full
+// answers each one with the addresses of its two ring neighbours only (not the whole table: that
+// is O(nranks) per rank and would make the root a bottleneck), then exits. Ranks build the full
 // table themselves with a ring allgather.
 //
 // Several roots (ncclCommInitRankScalable with nId ids): ranks are split evenly, root j serving
 // ranks [lo_j, hi_j) (wire::rootRange). Root j must also give its last rank a successor, the first
-// rank of group j+1, so that rank also says hello to root j. No root-to-root traffic is needed.
+// rank of group j+1, so that rank also says hello to root j (and learns its own predecessor, root
+// j's last rank, from the answer). No root-to-root traffic is needed.
 //
 // The root never trusts its input: strangers, stale jobs and malformed frames are logged and
 // dropped; inconsistent hellos (nranks differ, a rank twice, a rank of another root), a rank that

@@ -87,21 +87,25 @@ struct RootHello {
   int32_t nRoots;
   WireAddress listen;  // where the rank accepts connections from its peers
 };
+// The ring neighbours' listen addresses. The successor is where this rank sends; the predecessor
+// is whom it waits for, known so that a predecessor that dies before connecting is noticed (its
+// listen socket refuses) instead of waited for until the deadline. -1 = not in this reply.
 struct RootReply {
-  int32_t successor;  // the rank whose address follows; -1 = only an acknowledgement
-  int32_t reserved;
-  WireAddress address;
+  int32_t successor;
+  int32_t predecessor;
+  WireAddress successorAddress;
+  WireAddress predecessorAddress;
 };
 struct PeerHello {
   int32_t nRanks;
   int32_t reserved;
   WireAddress listen;  // the sender's own listen address
 };
-static_assert(sizeof(RootHello) == 40 && sizeof(RootReply) == 32 && sizeof(PeerHello) == 32, "fixed payloads");
+static_assert(sizeof(RootHello) == 40 && sizeof(RootReply) == 56 && sizeof(PeerHello) == 32, "fixed payloads");
 
 // The group of ranks a root serves when nRoots roots share nRanks ranks: [lo, hi). Ranks are split
 // evenly in order; root j also learns the address of rank hi % nRanks (the first rank of the next
-// group) so that it can give its last rank a ring successor.
+// group) so that it can give its last rank a ring successor (and that rank its predecessor).
 void rootRange(int nRanks, int nRoots, int root, int* lo, int* hi);
 int rootOfRank(int nRanks, int nRoots, int rank);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <thread>
@@ -129,7 +130,7 @@ TEST(BootstrapFailure, RankDeadDuringAddressExchangeFailsEveryoneQuickly) {
   EXPECT_EQ(root.join(), ncclSuccess);
 }
 
-RankOutcome allGatherLoop(int rank, const ncclUniqueId& id, bool dieAfterInit) {
+RankOutcome allGatherLoop(int rank, const ncclUniqueId& id, bool dieAfterInit, std::atomic<int>* busy = nullptr) {
   test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "10");
   std::unique_ptr<Bootstrap> b;
   WEFT_CHILD_TRY(Bootstrap::init(id, rank, 4, nullptr, &b));
@@ -144,17 +145,24 @@ RankOutcome allGatherLoop(int rank, const ncclUniqueId& id, bool dieAfterInit) {
       return test::outcome(s, b->failureText() + " [after " + std::to_string(iterations) + " allgathers]");
     }
     for (int r = 0; r < 4; ++r) WEFT_CHILD_CHECK(v[r * 256 + 7] == r * 100000 + iterations + 7, "allgather data");
-    ++iterations;
+    if (++iterations == 20 && busy != nullptr) busy->store(1);
   }
   return RankOutcome{test::kCheckFailed, 0, "no error within 8 s"};
 }
 
 TEST(BootstrapFailure, RankKilledDuringAllGathersIsNamed) {
+  // Rank 2 raises a flag in shared memory once the ranks are busy with allgathers; then it is killed.
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* busy = new (shared) std::atomic<int>(0);
   ForkedRanks ranks;
-  ranks.start({0, 1, 2, 3}, [](int rank, const ncclUniqueId& id) { return allGatherLoop(rank, id, false); });
+  ranks.start({0, 1, 2, 3}, [busy](int rank, const ncclUniqueId& id) {
+    return allGatherLoop(rank, id, false, rank == 2 ? busy : nullptr);
+  });
   ParentRoot root(10);
   ranks.sendId(root.id);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  for (int i = 0; i < 1500 && busy->load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(busy->load(), 1) << "the ranks never got going";
   kill(ranks.pidOf(2), SIGKILL);
   auto rs = ranks.wait(20000);
   for (const ChildResult& r : rs) {
@@ -167,6 +175,7 @@ TEST(BootstrapFailure, RankKilledDuringAllGathersIsNamed) {
     EXPECT_LT(r.outcome.seconds, 6.0) << "noticed at the deadline, not at once";
   }
   EXPECT_EQ(root.join(), ncclSuccess);
+  munmap(shared, sizeof(std::atomic<int>));
 }
 
 TEST(BootstrapFailure, RankDeadAfterInitIsNamedByEveryone) {
@@ -179,8 +188,35 @@ TEST(BootstrapFailure, RankDeadAfterInitIsNamedByEveryone) {
     if (r.rank == 2) continue;
     EXPECT_EQ(r.outcome.status, ncclRemoteError) << test::describe(rs);
     EXPECT_TRUE(contains(r.outcome.text, "rank 2 (127.0.0.1:")) << r.outcome.text;
-    EXPECT_TRUE(contains(r.outcome.text, "[after 0 allgathers]")) << r.outcome.text;
     EXPECT_LT(r.outcome.seconds, 3.0);
+  }
+  EXPECT_EQ(root.join(), ncclSuccess);
+}
+
+// After init, rank 2 dies and the others wait for a message from it. Rank 3 reads from rank 2's
+// connection (end of stream), rank 1 sends to it (its connection closes), and rank 0 has no
+// connection with it at all (it probes rank 2's listen socket and is refused). All three must
+// notice well before the 10 s deadline.
+TEST(BootstrapFailure, SilentPeerDeathIsNoticedBeforeTheDeadline) {
+  ForkedRanks ranks;
+  ranks.start({0, 1, 2, 3}, [](int rank, const ncclUniqueId& id) -> RankOutcome {
+    test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "10");
+    std::unique_ptr<Bootstrap> b;
+    WEFT_CHILD_TRY(Bootstrap::init(id, rank, 4, nullptr, &b));
+    if (rank == 2) raise(SIGKILL);
+    int v = 0;
+    Status s = b->recv(2, 1, &v, sizeof(v));
+    return test::outcome(s, b->failureText());
+  });
+  ParentRoot root(10);
+  ranks.sendId(root.id);
+  auto rs = ranks.wait(20000);
+  for (const ChildResult& r : rs) {
+    if (r.rank == 2) continue;
+    EXPECT_EQ(r.outcome.status, ncclRemoteError) << test::describe(rs);
+    EXPECT_TRUE(contains(r.outcome.text, "rank 2 (127.0.0.1:")) << r.outcome.text;
+    EXPECT_TRUE(contains(r.outcome.text, "recv from rank 2 (tag 1)")) << r.outcome.text;
+    EXPECT_LT(r.outcome.seconds, 3.0) << test::describe(rs);
   }
   EXPECT_EQ(root.join(), ncclSuccess);
 }

@@ -223,6 +223,7 @@ TEST(BootstrapMultiProcess, MultipleRoots) {
   runMultiRoot(8, 3);
   runMultiRoot(5, 2);
   runMultiRoot(4, 4);
+  runMultiRoot(2, 2);
 }
 
 TEST(BootstrapMultiProcess, GetUniqueIdEndToEnd) {
