@@ -18,13 +18,13 @@ namespace {
 
 // Starts the creation of one communicator whose handle is already allocated: now (blocking,
 // outside a group), on its own thread (non-blocking), or at the group's end.
-Status startInit(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev) {
+Status startInit(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank, int cudaDev) {
   comm->rank = rank;
   comm->nRanks = nRanks;
   comm->cudaDev = cudaDev;
   comm->asyncError.store(ncclInProgress);
-  auto job = [comm, id, nRanks, rank, cudaDev]() -> Status {
-    return core::initCommunicator(comm, id, nRanks, rank, cudaDev);
+  auto job = [comm, ids, nRanks, rank, cudaDev]() -> Status {
+    return core::initCommunicator(comm, ids, nRanks, rank, cudaDev);
   };
   if (!comm->config.blocking) {
     auto start = [comm, job]() -> Status {
@@ -50,8 +50,8 @@ void destroyNow(ncclComm* comm) {
   delete comm;
 }
 
-Status initRankConfig(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
-                      const char* fn) {
+Status initRankConfig(ncclComm_t* newcomm, int nranks, const std::vector<ncclUniqueId>& ids, int rank,
+                      const ncclConfig_t* config, const char* fn) {
   WEFT_CHECK_ARG(newcomm != nullptr, "%s: argument 'comm' (the output pointer) is NULL", fn);
   *newcomm = nullptr;
   WEFT_CHECK_ARG(nranks >= 1, "%s: nranks is %d; it must be at least 1", fn, nranks);
@@ -63,7 +63,7 @@ Status initRankConfig(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, i
   WEFT_TRY(runtime::getDevice(&dev));
   auto* comm = new ncclComm();
   comm->config = cfg;
-  Status s = startInit(comm, id, nranks, rank, dev);
+  Status s = startInit(comm, ids, nranks, rank, dev);
   if (isError(s)) {
     destroyNow(comm);
     return s;
@@ -81,11 +81,11 @@ using namespace weft::api;
 WEFT_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
          ncclConfig_t* config) {
   return guard("ncclCommInitRankConfig",
-               [&] { return initRankConfig(comm, nranks, commId, rank, config, "ncclCommInitRankConfig"); });
+               [&] { return initRankConfig(comm, nranks, {commId}, rank, config, "ncclCommInitRankConfig"); });
 }
 
 WEFT_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return guard("ncclCommInitRank", [&] { return initRankConfig(comm, nranks, commId, rank, nullptr, "ncclCommInitRank"); });
+  return guard("ncclCommInitRank", [&] { return initRankConfig(comm, nranks, {commId}, rank, nullptr, "ncclCommInitRank"); });
 }
 
 WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
@@ -93,10 +93,9 @@ WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks
   return guard("ncclCommInitRankScalable", [&]() -> Status {
     WEFT_CHECK_ARG(nId >= 1, "ncclCommInitRankScalable: nId is %d; it must be at least 1", nId);
     WEFT_CHECK_ARG(commIds != nullptr, "ncclCommInitRankScalable: argument 'commIds' is NULL");
-    // Every id's root accepts the whole job, so all ranks meeting at the first one is correct;
-    // the other roots stay idle until their deadline.
-    if (nId > 1) WEFT_INFO(log::kInit, "ncclCommInitRankScalable: %d roots given; weft rendezvouses at the first", nId);
-    return initRankConfig(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+    WEFT_CHECK_ARG(nId <= nranks, "ncclCommInitRankScalable: nId (%d) is larger than nranks (%d)", nId, nranks);
+    std::vector<ncclUniqueId> ids(commIds, commIds + nId);
+    return initRankConfig(newcomm, nranks, ids, myrank, config, "ncclCommInitRankScalable");
   });
 }
 
@@ -122,7 +121,7 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
     Status first = ncclSuccess;
     for (int i = 0; i < ndev && !isError(first); ++i) {
       first = runtime::setDevice(devlist ? devlist[i] : i);
-      if (!isError(first)) first = initRankConfig(&comms[i], ndev, id, i, nullptr, "ncclCommInitAll");
+      if (!isError(first)) first = initRankConfig(&comms[i], ndev, {id}, i, nullptr, "ncclCommInitAll");
     }
     if (isError(first)) enqueue::failGroup(first);
     Status end = enqueue::groupEnd();

@@ -127,7 +127,7 @@ Status setupDeviceState(ncclComm* comm) {
   return ncclSuccess;
 }
 
-Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev) {
+Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank, int cudaDev) {
   auto start = std::chrono::steady_clock::now();
   comm->rank = rank;
   comm->nRanks = nRanks;
@@ -139,13 +139,14 @@ Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, i
 
   bootstrap::UniqueIdInfo idInfo;
   std::string why;
-  if (!bootstrap::decodeUniqueId(id, &idInfo, &why)) {
+  if (!bootstrap::decodeUniqueId(ids[0], &idInfo, &why)) {
     WEFT_WARN("communicator creation (rank %d of %d): the unique id is not valid: %s. Pass every rank the id that "
               "ncclGetUniqueId returned", rank, nRanks, why.c_str());
     return ncclInvalidArgument;
   }
   comm->commHash = idInfo.jobKey;
-  WEFT_TRY(bootstrap::Bootstrap::init(id, rank, nRanks, &comm->abortRequested, &comm->bootstrap));
+  WEFT_TRY(bootstrap::Bootstrap::init(ids.data(), (int)ids.size(), rank, nRanks, &comm->abortRequested,
+                                      &comm->bootstrap));
   WEFT_TRY(exchangePeerInfo(comm));
 
   int lo = 1, hi = dev::kMaxChannels;
@@ -175,8 +176,8 @@ Status initSteps(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, i
 
 }  // namespace
 
-Status initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev) {
-  Status s = initSteps(comm, id, nRanks, rank, cudaDev);
+Status initCommunicator(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank, int cudaDev) {
+  Status s = initSteps(comm, ids, nRanks, rank, cudaDev);
   if (isError(s)) {
     comm->setLastError(log::lastErrorOfThread());
     comm->asyncError.store(s);

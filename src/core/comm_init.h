@@ -2,6 +2,8 @@
 // ncclCommFinalize/Destroy/Abort).
 #pragma once
 
+#include <vector>
+
 #include "core/status.h"
 #include "nccl.h"
 
@@ -11,8 +13,10 @@ namespace weft::core {
 
 // Runs the whole creation on the calling thread: rendezvous, peer table, channels, connections,
 // device state. `comm` was allocated by the caller (so a non-blocking creation can hand out the
-// handle early); on failure it is left with asyncError set and must be destroyed.
-[[nodiscard]] Status initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nRanks, int rank, int cudaDev);
+// handle early); on failure it is left with asyncError set and must be destroyed. Several ids
+// (ncclCommInitRankScalable) spread the rendezvous over several roots.
+[[nodiscard]] Status initCommunicator(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank,
+                                      int cudaDev);
 
 // Waits for the communicator's outstanding work (ncclCommFinalize), within the host deadline.
 [[nodiscard]] Status finalizeCommunicator(ncclComm* comm);

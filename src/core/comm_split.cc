@@ -41,7 +41,7 @@ Status splitSteps(ncclComm* parent, int color, int key, ncclComm* child, int tag
   } else {
     WEFT_TRY(parent->bootstrap->recv(members[0], tag, &id, sizeof(id)));
   }
-  return initCommunicator(child, id, (int)members.size(), newRank, parent->cudaDev);
+  return initCommunicator(child, {id}, (int)members.size(), newRank, parent->cudaDev);
 }
 
 }  // namespace
