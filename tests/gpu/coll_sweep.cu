@@ -39,7 +39,7 @@ void usage() {
       "  --counts LIST        element counts (default 0,1,2,7,1023,1024,1025,65537,2^20-1,2^20+1,large)\n"
       "  --large-bytes N      bytes of the large case (default 64 MiB)\n"
       "  --nccl-mem-alloc     allocate the sweep buffers with ncclMemAlloc\n"
-      "  --timeout S          watchdog: fail if nothing progresses for S seconds (default 300)\n"
+      "  --timeout S          watchdog: fail if nothing progresses for S seconds (default 120)\n"
       "  --max-print N        failing cases printed in detail per rank (default 10)\n"
       "  --seed N             input seed\n"
       "  --host-check         only check on the CPU that the generated inputs give exact results (no GPU)\n");

@@ -31,7 +31,7 @@ struct Options {
   std::vector<int> colls, types, ops;  // empty = all (or the quick subset)
   std::vector<uint64_t> counts;        // empty = the standard list
   uint64_t largeBytes = 64ull << 20;   // the "large" count is this many bytes of data
-  int timeoutSec = 300;           // no progress for this long: print where each rank is, exit 3
+  int timeoutSec = 120;           // no progress for this long: print where each rank is, exit 3
   int maxPrint = 10;              // failing cases printed in detail per rank
   uint64_t seed = 0x5eed;
   bool fp8 = true;                // decided from the devices (sm_90+)

@@ -163,7 +163,11 @@ void runRanks(std::vector<RankCtx*>& L, const Options& o, IdChannel& ids, bool t
     }
     addExtraAll(L, "ncclCommFinalize + ncclCommDestroy", -1, "skipped after a CUDA error; the communicators were aborted");
   }
-  for (RankCtx* x : L) teardownRank(*x);
+  // After a CUDA error or a kernel that never finished, freeing would synchronise with it and hang;
+  // the process exits soon anyway.
+  for (RankCtx* x : L) {
+    if (!x->fatal) teardownRank(*x);
+  }
 }
 
 Tally runOneThreadAllGpus(const Options& o, int G, bool initAll) {
