@@ -45,8 +45,13 @@
 //     must be equal, and so must chunkElems * dataTypeBytes on both sides (p2pChunkElems() is
 //     the reference). Items of one channel run in order: pair sends and receives in the same
 //     order on both ranks (NCCL's rounds: send to rank+d, receive from rank-d).
-// Launch: one block per channel, kernelThreads(kProtoSimple) threads, kernelDynamicSmem() bytes of
-// dynamic shared memory, at most kMaxWorksPerChannel items per block.
+// Launch (DevKernelArgs): one block per channel with work, kernelThreads(kProtoSimple) = 512
+// threads, kernelDynamicSmem() = 0 bytes of dynamic shared memory, at most kMaxWorksPerChannel
+// items per block; works 8-byte aligned (any FIFO of DevWork is); blockArrivals zero before the
+// first launch (the kernel leaves it zero); fifoConsumed receives fifoConsumedValue once all
+// blocks have copied their items. A block is one SM (128 registers x 512 threads): the host must
+// not expect several channels per SM, and ranks sharing a GPU need nChannels x ranks <= SMs.
+// Simple buffers: kSteps x stepBytes per connection and direction (4 MiB at the default).
 // ==============================================================================================
 #pragma once
 
