@@ -114,7 +114,8 @@ struct DevWork {
   uint64_t count;       // elements of the whole collective (per rank block for AllGather/ReduceScatter)
   uint64_t chanOffset;  // this channel's first element
   uint64_t chanCount;   // this channel's element count
-  uint32_t chunkElems;  // elements moved per step (Simple) or per slice
+  uint32_t chunkElems;  // elements per ring chunk (one primitive call; Simple cuts it into
+                        // slices of at most one step); rules in device/work_math.h
   int32_t sendPeer;     // SendRecv: -1 when none
   int32_t recvPeer;
   uint32_t pad1;

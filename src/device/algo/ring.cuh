@@ -1,0 +1,140 @@
+// Ring algorithms, written once over a primitives type (Prims = a protocol's primitives for
+// <T, RedOp>; see proto/simple.cuh for the interface) and only calling primitives. Offsets are
+// elements from the user buffers' base; n == 1 degenerates to a local copy.
+//
+// Ring steps: the rank at ring position pos handles, at step k, chunk ringChunkIndex(pos, k, n),
+// i.e. what position pos-1 sent at step k-1 (work_math.h). Reduce-scatter phase: steps 0..n-1,
+// position pos completes chunk pos at step n-1; all-gather phase: steps n..2n-2.
+#pragma once
+
+#include "device/algo/ring_args.h"
+
+namespace weft::dev {
+
+template <typename Prims>
+WEFT_ALGO void ringAllReduce(Prims& p, const RingArgs& a) {
+  const int n = a.nRanks;
+  if (n == 1) {
+    p.localCopy(a.chanOffset, a.chanOffset, (int64_t)a.chanCount);
+    return;
+  }
+  const uint64_t loopElems = (uint64_t)n * a.chunkElems;
+  for (uint64_t base = 0; base < a.chanCount; base += loopElems) {
+    const uint64_t chunk = ringAllReduceChunk(a.chanCount, base, a.chunkElems, n, a.elemSize);
+    auto at = [&](int k) {
+      ElemRange r = ringAllReduceChunkRange(a.chanCount, base, chunk, ringChunkIndex(a.ringPos, k, n));
+      r.offset += a.chanOffset;
+      return r;
+    };
+    ElemRange r = at(0);
+    p.send((int64_t)r.offset, (int64_t)r.count);
+    for (int k = 1; k < n - 1; k++) {
+      r = at(k);
+      p.recvReduceSend((int64_t)r.offset, (int64_t)r.count);
+    }
+    r = at(n - 1);
+    p.recvReduceCopySend((int64_t)r.offset, (int64_t)r.offset, (int64_t)r.count);
+    for (int k = n; k < 2 * n - 2; k++) {
+      r = at(k);
+      p.recvCopySend((int64_t)r.offset, (int64_t)r.count);
+    }
+    r = at(2 * n - 2);
+    p.recv((int64_t)r.offset, (int64_t)r.count);
+  }
+}
+
+// Output block b is at b * count; our input is block `rank` (in place: already there).
+template <typename Prims>
+WEFT_ALGO void ringAllGather(Prims& p, const RingArgs& a) {
+  const int n = a.nRanks;
+  const uint64_t own = (uint64_t)a.rank * a.count;
+  if (n == 1) {
+    if (!a.inPlace) p.localCopy(a.chanOffset, own + a.chanOffset, (int64_t)a.chanCount);
+    return;
+  }
+  for (uint64_t off = 0; off < a.chanCount; off += a.chunkElems) {
+    const int64_t len = (int64_t)minU64(a.chunkElems, a.chanCount - off);
+    const uint64_t o = a.chanOffset + off;
+    if (a.inPlace) p.send((int64_t)o, len);
+    else p.copySend((int64_t)o, (int64_t)(own + o), len);
+    for (int k = 1; k < n; k++) {
+      int pos = (a.ringPos - k + n) % n;
+      int64_t out = (int64_t)((uint64_t)a.userRanks[pos] * a.count + o);
+      if (k < n - 1) p.recvCopySend(out, len);
+      else p.recv(out, len);
+    }
+  }
+}
+
+// Input block b is at b * count; we end with the reduction of block `rank` in the output.
+template <typename Prims>
+WEFT_ALGO void ringReduceScatter(Prims& p, const RingArgs& a) {
+  const int n = a.nRanks;
+  if (n == 1) {
+    p.localCopy(a.chanOffset, a.chanOffset, (int64_t)a.chanCount);
+    return;
+  }
+  for (uint64_t off = 0; off < a.chanCount; off += a.chunkElems) {
+    const int64_t len = (int64_t)minU64(a.chunkElems, a.chanCount - off);
+    const uint64_t o = a.chanOffset + off;
+    auto in = [&](int k) {
+      return (int64_t)((uint64_t)a.userRanks[ringChunkIndex(a.ringPos, k, n)] * a.count + o);
+    };
+    p.send(in(0), len);
+    for (int k = 1; k < n - 1; k++) p.recvReduceSend(in(k), len);
+    p.recvReduceCopy(in(n - 1), (int64_t)o, len);
+  }
+}
+
+// A chain along the ring from the root: root sends, the rank before the root only receives.
+template <typename Prims>
+WEFT_ALGO void ringBroadcast(Prims& p, const RingArgs& a) {
+  if (a.nRanks == 1) {
+    if (!a.inPlace) p.localCopy(a.chanOffset, a.chanOffset, (int64_t)a.chanCount);
+    return;
+  }
+  for (uint64_t off = 0; off < a.chanCount; off += a.chunkElems) {
+    const int64_t len = (int64_t)minU64(a.chunkElems, a.chanCount - off);
+    const int64_t o = (int64_t)(a.chanOffset + off);
+    if (a.rank == a.root) {
+      if (a.inPlace) p.send(o, len);
+      else p.copySend(o, o, len);
+    } else if (a.next == a.root) {
+      p.recv(o, len);
+    } else {
+      p.recvCopySend(o, len);
+    }
+  }
+}
+
+// A chain along the ring ending at the root: the rank after the root starts it.
+template <typename Prims>
+WEFT_ALGO void ringReduce(Prims& p, const RingArgs& a) {
+  if (a.nRanks == 1) {
+    p.localCopy(a.chanOffset, a.chanOffset, (int64_t)a.chanCount);
+    return;
+  }
+  for (uint64_t off = 0; off < a.chanCount; off += a.chunkElems) {
+    const int64_t len = (int64_t)minU64(a.chunkElems, a.chanCount - off);
+    const int64_t o = (int64_t)(a.chanOffset + off);
+    if (a.rank == a.root) p.recvReduceCopy(o, o, len);
+    else if (a.prev == a.root) p.send(o, len);
+    else p.recvReduceSend(o, len);
+  }
+}
+
+// Which connections a ring rank uses for a collective (Broadcast/Reduce chains use one at ends).
+WEFT_ALGO bool ringUsesRecv(int func, const RingArgs& a) {
+  if (a.nRanks == 1) return false;
+  if (func == kFuncBroadcast) return a.rank != a.root;
+  if (func == kFuncReduce) return a.prev != a.root;
+  return true;
+}
+WEFT_ALGO bool ringUsesSend(int func, const RingArgs& a) {
+  if (a.nRanks == 1) return false;
+  if (func == kFuncBroadcast) return a.next != a.root;
+  if (func == kFuncReduce) return a.rank != a.root;
+  return true;
+}
+
+}  // namespace weft::dev

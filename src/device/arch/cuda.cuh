@@ -1,0 +1,187 @@
+// CUDA (sm_70+) implementation of the arch layer. Inline PTX is used wherever the memory
+// semantics matter, so that the compiler can neither drop nor merge the access and the scope is
+// explicit. Data loads go through ld.volatile, which bypasses the (non-coherent) L1: connection
+// buffers are written by other GPUs, and user buffers may have been written by other SMs.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#define WEFT_DEV __device__ __forceinline__
+
+namespace weft::dev::arch {
+
+constexpr int kWarpSize = 32;
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kNamedBarriers = 16;  // hardware barriers per block; id 0 is __syncthreads
+
+// 16 bytes moved by one vector instruction.
+struct alignas(16) Pack16 {
+  uint32_t w[4];
+};
+
+WEFT_DEV int laneId() { return threadIdx.x & (kWarpSize - 1); }
+WEFT_DEV int warpId() { return threadIdx.x / kWarpSize; }
+
+template <typename To, typename From>
+WEFT_DEV To bitCast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bitCast needs equal sizes");
+  To to;
+  memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// ---- data path: plain-memory loads and stores ---------------------------------------------
+
+WEFT_DEV Pack16 ld16(const void* p) {
+  Pack16 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p));
+  return v;
+}
+
+WEFT_DEV void st16(void* p, const Pack16& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]),
+               "r"(v.w[2]), "r"(v.w[3])
+               : "memory");
+}
+
+// Loads/stores of 1, 2, 4 or 8 bytes, returned zero-extended in a uint64_t.
+template <int Bytes>
+WEFT_DEV uint64_t ldN(const void* p) {
+  static_assert(Bytes == 1 || Bytes == 2 || Bytes == 4 || Bytes == 8, "unsupported width");
+  if constexpr (Bytes == 8) {
+    uint64_t v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+  } else {
+    uint32_t v;
+    if constexpr (Bytes == 4) asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    if constexpr (Bytes == 2) asm volatile("ld.volatile.global.u16 %0, [%1];" : "=r"(v) : "l"(p));
+    if constexpr (Bytes == 1) asm volatile("ld.volatile.global.u8 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+  }
+}
+
+template <int Bytes>
+WEFT_DEV void stN(void* p, uint64_t v) {
+  static_assert(Bytes == 1 || Bytes == 2 || Bytes == 4 || Bytes == 8, "unsupported width");
+  if constexpr (Bytes == 8) {
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  } else {
+    uint32_t x = (uint32_t)v;
+    if constexpr (Bytes == 4) asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(x) : "memory");
+    if constexpr (Bytes == 2) asm volatile("st.global.u16 [%0], %1;" ::"l"(p), "r"(x) : "memory");
+    if constexpr (Bytes == 1) asm volatile("st.global.u8 [%0], %1;" ::"l"(p), "r"(x) : "memory");
+  }
+}
+
+// ---- synchronization variables (counters, flags) ------------------------------------------
+
+WEFT_DEV uint64_t ldRelaxedSys(const volatile uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV uint64_t ldAcquireSys(const volatile uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV uint32_t ldRelaxedSys(const volatile uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV void stRelaxedSys(volatile uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+WEFT_DEV void stReleaseSys(volatile uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Makes every write this thread has observed (its own, and other threads' writes ordered before
+// it by a barrier or an acquire) visible system-wide before its later writes; also an acquire
+// fence for its earlier loads.
+WEFT_DEV void fenceAcqRelSys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+WEFT_DEV void fenceAcqRelGpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+WEFT_DEV uint32_t atomicAddAcqRelGpu(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+WEFT_DEV void stRelaxedGpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// ---- block shared memory ------------------------------------------------------------------
+
+WEFT_DEV uint32_t sharedAddress(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+WEFT_DEV uint32_t ldAcquireCtaShared(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(sharedAddress(p)) : "memory");
+  return v;
+}
+
+WEFT_DEV uint32_t ldVolatileShared(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.volatile.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(sharedAddress(p)) : "memory");
+  return v;
+}
+
+WEFT_DEV void stVolatileShared(uint32_t* p, uint32_t v) {
+  asm volatile("st.volatile.shared::cta.u32 [%0], %1;" ::"r"(sharedAddress(p)), "r"(v) : "memory");
+}
+
+// Adds v with release semantics at block scope: the caller's earlier accesses (and those of its
+// warp, after a syncWarp) are ordered before the addition.
+WEFT_DEV void redAddReleaseCtaShared(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.cta.shared::cta.add.u32 [%0], %1;" ::"r"(sharedAddress(p)), "r"(v) : "memory");
+}
+
+// ---- barriers and warp collectives ---------------------------------------------------------
+
+WEFT_DEV void syncBlock() { __syncthreads(); }
+WEFT_DEV void syncWarp() { __syncwarp(); }
+
+// Named barrier `id` over nThreads threads (a multiple of the warp size); whole warps call these.
+// barSync waits for the barrier; barArrive counts the caller in without waiting.
+WEFT_DEV void barSync(int id, int nThreads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nThreads) : "memory");
+}
+WEFT_DEV void barArrive(int id, int nThreads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nThreads) : "memory");
+}
+
+WEFT_DEV uint32_t shflIdx(uint32_t v, int srcLane) { return __shfl_sync(0xffffffffu, v, srcLane); }
+WEFT_DEV uint64_t shflIdx(uint64_t v, int srcLane) {
+  uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)v, srcLane);
+  uint32_t hi = __shfl_sync(0xffffffffu, (uint32_t)(v >> 32), srcLane);
+  return ((uint64_t)hi << 32) | lo;
+}
+WEFT_DEV bool anyLane(bool v) { return __any_sync(0xffffffffu, v); }
+
+// ---- time ---------------------------------------------------------------------------------
+
+WEFT_DEV uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+WEFT_DEV uint64_t clockCycles() { return clock64(); }
+
+WEFT_DEV void trap() { __trap(); }
+
+}  // namespace weft::dev::arch

@@ -1,0 +1,117 @@
+// Runs one work item on one channel: picks the connections, builds the primitives and calls the
+// algorithm. Copy-only functions (Broadcast, AllGather, SendRecv) run on bytes; reductions run on
+// their element type with the work's functor.
+#pragma once
+
+#include "device/algo/ring.cuh"
+#include "device/algo/sendrecv.cuh"
+#include "device/proto/simple.cuh"
+
+namespace weft::dev {
+
+// Everything a work runner needs besides the work item.
+struct WorkEnv {
+  DevComm* comm;
+  int channel;
+  SimpleShared* sh;
+};
+
+WEFT_DEV uint64_t connStepBytes(const ConnInfo* recv, const ConnInfo* send) {
+  uint64_t b = ~0ull;
+  if (recv) b = minU64(b, (uint64_t)recv->stepBytes[kProtoSimple]);
+  if (send) b = minU64(b, (uint64_t)send->stepBytes[kProtoSimple]);
+  return b == ~0ull ? kSimpleMinStepBytes : b;
+}
+
+// Ring arguments in units of `elemSize`-byte elements; `scale` converts the work's element
+// counts to those units (dataTypeBytes for byte-wise copies, 1 otherwise).
+WEFT_DEV RingArgs makeRingArgs(const DevWork& w, const WorkEnv& env, int elemSize, uint64_t scale) {
+  const DevComm* comm = env.comm;
+  const DevRing& ring = comm->channels[env.channel].ring;
+  RingArgs a;
+  a.rank = comm->rank;
+  a.nRanks = comm->nRanks;
+  a.ringPos = ring.index;
+  a.prev = ring.prev;
+  a.next = ring.next;
+  a.userRanks = ring.userRanks;
+  a.root = w.root;
+  a.count = w.count * scale;
+  a.chanOffset = w.chanOffset * scale;
+  a.chanCount = w.chanCount * scale;
+  a.chunkElems = 0;  // set once the connections are known
+  a.elemSize = elemSize;
+  const char* s = static_cast<const char*>(w.sendBuff);
+  const char* r = static_cast<const char*>(w.recvBuff);
+  const uint64_t block = w.count * (uint64_t)dataTypeBytes(w.dataType) * (uint64_t)a.rank;
+  switch (w.func) {
+    case kFuncAllGather: a.inPlace = s == r + block; break;
+    case kFuncReduceScatter: a.inPlace = r == s + block; break;
+    default: a.inPlace = s == r; break;
+  }
+  return a;
+}
+
+// A ring collective with functor Fn (FnCopy for Broadcast/AllGather, on bytes).
+template <typename Fn>
+WEFT_DEV void runRingColl(const DevWork& w, const WorkEnv& env) {
+  using T = typename Fn::Elem;
+  const uint64_t scale = Fn::kIsCopy ? (uint64_t)dataTypeBytes(w.dataType) : 1;
+  RingArgs a = makeRingArgs(w, env, sizeof(T), scale);
+  DevChannel& ch = env.comm->channels[env.channel];
+  ConnInfo* recvConn = ringUsesRecv(w.func, a) ? &ch.peers[a.prev].recv : nullptr;
+  ConnInfo* sendConn = ringUsesSend(w.func, a) ? &ch.peers[a.next].send : nullptr;
+  a.chunkElems = simpleChunkElems(w.chunkElems * scale, connStepBytes(recvConn, sendConn), sizeof(T));
+  SimplePrims<Fn> p(simpleFullGroup(), env.sh, env.comm->abortFlag, recvConn, sendConn,
+                    static_cast<const T*>(w.sendBuff), static_cast<T*>(w.recvBuff), a.chunkElems,
+                    Fn::fromWork(w));
+  if constexpr (Fn::kIsCopy) {
+    if (w.func == kFuncAllGather) ringAllGather(p, a);
+    else ringBroadcast(p, a);
+  } else {
+    if (w.func == kFuncAllReduce) ringAllReduce(p, a);
+    else if (w.func == kFuncReduceScatter) ringReduceScatter(p, a);
+    else ringReduce(p, a);
+  }
+  p.finish();
+}
+
+// SendRecv: the send part to sendPeer and the receive part from recvPeer, concurrently.
+WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnv& env) {
+  const int rank = env.comm->rank;
+  const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
+  DevPeer* peers = env.comm->channels[env.channel].peers;
+  const char* in = static_cast<const char*>(w.sendBuff);
+  char* out = static_cast<char*>(w.recvBuff);
+  if (w.sendPeer == rank || w.recvPeer == rank) {
+    if (w.sendPeer != w.recvPeer) arch::trap();  // a self send must come with its self receive
+    if (inGroup(simpleFullGroup())) {
+      SimplePrims<FnCopy> p(simpleFullGroup(), env.sh, env.comm->abortFlag, nullptr, nullptr,
+                            reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t*>(out), 0, FnCopy{});
+      p2pSelf(p, w.chanOffset * es, w.recvOffset * es, w.chanCount * es);
+    }
+    return;
+  }
+  const bool doSend = w.sendPeer >= 0 && w.chanCount > 0;
+  const bool doRecv = w.recvPeer >= 0 && w.recvCount > 0;
+  const SimpleGroup sendGroup = doRecv ? simpleSendGroup() : simpleFullGroup();
+  const SimpleGroup recvGroup = doSend ? simpleRecvGroup() : simpleFullGroup();
+  if (doSend && inGroup(sendGroup)) {
+    ConnInfo* conn = &peers[w.sendPeer].send;
+    uint64_t chunk = simpleChunkElems(w.chunkElems * es, connStepBytes(nullptr, conn), 1);
+    SimplePrims<FnCopy> p(sendGroup, env.sh, env.comm->abortFlag, nullptr, conn,
+                          reinterpret_cast<const uint8_t*>(in), nullptr, chunk, FnCopy{});
+    p2pSend(p, w.chanOffset * es, w.chanCount * es, chunk);
+    p.finish();
+  }
+  if (doRecv && inGroup(recvGroup)) {
+    ConnInfo* conn = &peers[w.recvPeer].recv;
+    uint64_t chunk = simpleChunkElems(w.chunkElems * es, connStepBytes(conn, nullptr), 1);
+    SimplePrims<FnCopy> p(recvGroup, env.sh, env.comm->abortFlag, conn, nullptr, nullptr,
+                          reinterpret_cast<uint8_t*>(out), chunk, FnCopy{});
+    p2pRecv(p, w.recvOffset * es, w.recvCount * es, chunk);
+    p.finish();
+  }
+}
+
+}  // namespace weft::dev

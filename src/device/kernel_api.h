@@ -1,0 +1,35 @@
+// What the host needs from the device code, in plain C++ (no CUDA syntax): the kernel entry per
+// protocol, its launch shape, and which (function, reduction, type) combinations exist. The
+// rules for filling DevWork/ConnInfo are at the top of device/work_math.h.
+#pragma once
+
+#include <cstddef>
+
+#include "device/abi.h"
+
+namespace weft::dev {
+
+// The __global__ function for cudaLaunchKernel(fn, grid = args.nBlocks, block = kernelThreads(p),
+// params = {&args} with args a DevKernelArgs, dynamic smem = kernelDynamicSmem(p), stream).
+// Null when the protocol is not built (only kProtoSimple is, for now).
+const void* kernelFunction(Proto proto);
+
+// Threads per block; the kernel is compiled for exactly this many (launch bounds).
+int kernelThreads(Proto proto);
+
+// Dynamic shared memory per block (the kernel's own state is static shared memory).
+size_t kernelDynamicSmem(Proto proto);
+
+// Static shared memory per block, for occupancy reasoning and logs.
+size_t kernelStaticSmem(Proto proto);
+
+// Largest/smallest connection step (ConnInfo::stepBytes[proto]) the kernel accepts.
+size_t maxStepBytes(Proto proto);
+size_t minStepBytes(Proto proto);
+
+// True when the device code implements this combination. SendRecv, Broadcast and AllGather take
+// any data type (moved as bytes, redOp ignored); reductions take every type with sum, prod, min,
+// max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing for now.
+bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type);
+
+}  // namespace weft::dev

@@ -1,0 +1,177 @@
+// Partition, chunk and slice math shared by the host planner, the kernels and CPU tests. Every
+// function here is WEFT_HD and pure: the two ends of a connection run them on the same inputs and
+// must reach the same answers, or the step protocol goes out of step.
+//
+// ============================ How the host fills a DevWork (Simple) ============================
+// Connections (ConnInfo, per channel and peer, both directions):
+//   - buffs[kProtoSimple]: kSteps slots of stepBytes[kProtoSimple] each, 16-byte aligned, in the
+//     receiver's memory (the sender's ConnInfo holds the peer-mapped pointer). stepBytes must be a
+//     multiple of kSimpleGrainBytes, at least kSimpleMinStepBytes and at most kSimpleMaxStepBytes,
+//     and the SAME for every Simple connection of a communicator (both ends slice with it).
+//     Default: NCCL_BUFFSIZE 4 MiB -> stepBytes 512 KiB.
+//   - tail (receiver's memory), head (sender's memory), step: zero at creation, never reset while
+//     the communicator lives; the kernel loads step when a work item starts and stores it back
+//     when the item ends, so successive items and launches continue the sequence.
+// Collectives (func = Broadcast/Reduce/AllGather/ReduceScatter/AllReduce, algo = kAlgoRing,
+// proto = kProtoSimple):
+//   - sendBuff/recvBuff: the user's whole buffers (not offset by the channel's part); any byte
+//     alignment works, 16-byte aligned buffers take the vectorized path. In-place is detected by
+//     pointer equality: sendBuff == recvBuff (AllReduce/Broadcast/Reduce), sendBuff == recvBuff +
+//     rank*count (AllGather), recvBuff == sendBuff + rank*count (ReduceScatter).
+//     Broadcast reads sendBuff only at root; Reduce writes recvBuff only at root.
+//   - count: elements of the collective; for AllGather/ReduceScatter, of ONE rank's block.
+//   - chanOffset/chanCount: this channel's part of [0, count) (of every rank block for AllGather/
+//     ReduceScatter). Every rank must use the same part on the same channel id. channelPart() is
+//     the reference split (offsets multiples of the 16-byte grain); a channel with chanCount 0
+//     gets no work item. The channel's ring (DevRing) must be the same ring on all ranks.
+//   - chunkElems: elements one ring step of the algorithm moves (one primitive call); the same on
+//     all ranks. 0 means "largest allowed". The kernel clamps it to simpleMaxChunkElems() =
+//     kSteps/2 connection steps (more would let a ring deadlock), and splits each chunk into
+//     slices of min(chunk, one step) elements, one connection step each. Choose a multiple of
+//     grainElems() (16 bytes) so that slices stay 16-byte aligned; recommendedChunkElems() is
+//     the reference choice (small chunks for small parts: better pipelining; full size for big).
+//   - redOp/redOpArg/flags: kRedPreMulSum with the scalar's bits in redOpArg (the data type's
+//     width, zero-extended), or with kWorkFlagScalarOnDevice a device pointer to a scalar of the
+//     data type; kRedSumPostDiv (integer types only) with the divisor in redOpArg. Avg on
+//     floating types is PreMulSum by 1/nRanks; on integers SumPostDiv by nRanks.
+//   - root: the root rank for Broadcast/Reduce.
+// SendRecv (func = kFuncSendRecv, any algo, proto = kProtoSimple), moved as bytes:
+//   - send part: chanCount elements of dataType from sendBuff + chanOffset to sendPeer (-1: none);
+//     receive part: recvCount elements into recvBuff + recvOffset from recvPeer (-1: none).
+//     The two parts run concurrently (separate warps), so an exchange with one peer cannot
+//     deadlock. A self pair (sendPeer == recvPeer == rank) is a local copy of chanCount elements
+//     (chanCount must equal recvCount).
+//   - byte counts of a send part and of the matching receive part (same channel, peer's item)
+//     must be equal, and so must chunkElems * dataTypeBytes on both sides (p2pChunkElems() is
+//     the reference). Items of one channel run in order: pair sends and receives in the same
+//     order on both ranks (NCCL's rounds: send to rank+d, receive from rank-d).
+// Launch (DevKernelArgs): one block per channel with work, kernelThreads(kProtoSimple) = 512
+// threads, kernelDynamicSmem() = 0 bytes of dynamic shared memory, at most kMaxWorksPerChannel
+// items per block; works 8-byte aligned (any FIFO of DevWork is); blockArrivals zero before the
+// first launch (the kernel leaves it zero); fifoConsumed receives fifoConsumedValue once all
+// blocks have copied their items. A block is one SM (128 registers x 512 threads): the host must
+// not expect several channels per SM, and ranks sharing a GPU need nChannels x ranks <= SMs.
+// Simple buffers: kSteps x stepBytes per connection and direction (4 MiB at the default).
+// ==============================================================================================
+#pragma once
+
+#include <cstdint>
+
+#include "device/abi.h"
+
+namespace weft::dev {
+
+constexpr uint32_t kSimpleGrainBytes = 16;           // alignment unit of parts, chunks, slices
+constexpr uint32_t kSimpleMinStepBytes = 4096;
+constexpr uint32_t kSimpleMaxStepBytes = 1u << 30;
+constexpr uint32_t kSimpleMaxChunkSteps = kSteps / 2;  // see simpleMaxChunkElems()
+constexpr uint64_t kSimpleMinChunkBytes = 32 * 1024;   // below this, recommended chunks stop shrinking
+constexpr uint32_t kSimpleTargetSlices = 4;            // slices per chunk path aimed for when shrinking
+
+struct ElemRange {
+  uint64_t offset;
+  uint64_t count;
+};
+
+WEFT_HD uint64_t divUp(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+WEFT_HD uint64_t alignUp(uint64_t a, uint64_t b) { return divUp(a, b) * b; }
+WEFT_HD uint64_t minU64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+WEFT_HD uint64_t maxU64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+// Elements per 16-byte grain (1 for 16-byte and larger elements, which never occur here).
+WEFT_HD uint32_t grainElems(int elemSize) {
+  return elemSize >= (int)kSimpleGrainBytes ? 1u : kSimpleGrainBytes / (uint32_t)elemSize;
+}
+
+// True when a connection's step size satisfies the rules above.
+WEFT_HD bool simpleStepBytesValid(uint64_t stepBytes) {
+  return stepBytes % kSimpleGrainBytes == 0 && stepBytes >= kSimpleMinStepBytes &&
+         stepBytes <= kSimpleMaxStepBytes;
+}
+
+// Elements that fit one connection step.
+WEFT_HD uint64_t simpleStepElems(uint64_t stepBytes, int elemSize) {
+  return (stepBytes / kSimpleGrainBytes) * kSimpleGrainBytes / (uint64_t)elemSize;
+}
+
+// Largest chunk: kSteps/2 steps. A ring rank sends at most one chunk more than it has received;
+// with kSteps slots per connection, chunks of at most kSteps/2 slots guarantee that not every
+// rank can be blocked on a full buffer (NCCL uses the same bound), whatever the ring length.
+WEFT_HD uint64_t simpleMaxChunkElems(uint64_t stepBytes, int elemSize) {
+  return kSimpleMaxChunkSteps * simpleStepElems(stepBytes, elemSize);
+}
+
+// The chunk the kernel actually uses for a work item's chunkElems (0 = largest).
+WEFT_HD uint64_t simpleChunkElems(uint64_t chunkElems, uint64_t stepBytes, int elemSize) {
+  uint64_t maxChunk = simpleMaxChunkElems(stepBytes, elemSize);
+  uint64_t c = chunkElems == 0 ? maxChunk : minU64(chunkElems, maxChunk);
+  return c == 0 ? 1 : c;
+}
+
+// Elements per slice (= per connection step) for a chunk size: one step at most.
+WEFT_HD uint64_t simpleSliceElems(uint64_t chunkElems, uint64_t stepBytes, int elemSize) {
+  uint64_t s = minU64(simpleChunkElems(chunkElems, stepBytes, elemSize),
+                      simpleStepElems(stepBytes, elemSize));
+  return s == 0 ? 1 : s;
+}
+
+// Connection steps one primitive call of nelem elements consumes (0 for nelem == 0: both ends
+// skip empty calls, which they agree on because they compute the same nelem).
+WEFT_HD uint64_t simpleSliceCount(uint64_t nelem, uint64_t sliceElems) {
+  return divUp(nelem, sliceElems);
+}
+
+// Reference split of count elements over nChannels channels: equal parts rounded up to the grain,
+// so that the last channels may get less or nothing.
+WEFT_HD ElemRange channelPart(uint64_t count, int nChannels, int channel, int elemSize) {
+  uint64_t per = alignUp(divUp(count, (uint64_t)nChannels), grainElems(elemSize));
+  uint64_t off = minU64(per * (uint64_t)channel, count);
+  return ElemRange{off, minU64(per, count - off)};
+}
+
+// Reference chunk size for a collective's channel part. Large parts take the largest chunk;
+// smaller parts are cut into about kSimpleTargetSlices chunks per rank so that the ring's
+// pipeline fills, but never below kSimpleMinChunkBytes.
+WEFT_HD uint64_t recommendedChunkElems(int func, int nRanks, uint64_t chanCount, int elemSize,
+                                       uint64_t stepBytes) {
+  uint64_t maxChunk = simpleMaxChunkElems(stepBytes, elemSize);
+  uint64_t perRank = func == kFuncAllReduce ? divUp(chanCount, (uint64_t)nRanks) : chanCount;
+  uint64_t want = alignUp(divUp(perRank, kSimpleTargetSlices), grainElems(elemSize));
+  uint64_t floor = minU64(maxChunk, kSimpleMinChunkBytes / (uint64_t)elemSize);
+  return minU64(maxChunk, maxU64(want, floor));
+}
+
+// Reference chunk for SendRecv items: one connection step, so a transfer pipelines at step
+// granularity; both ends of a pair must use the same value.
+WEFT_HD uint64_t p2pChunkElems(uint64_t stepBytes, int elemSize) {
+  return simpleStepElems(stepBytes, elemSize);
+}
+
+// ---- ring AllReduce ----
+// A channel's part is processed in loops of nRanks chunks. In the last loop the remaining
+// elements are balanced over the nRanks chunks (rounded up to the grain), so some trailing
+// chunks may be short or empty.
+WEFT_HD uint64_t ringAllReduceChunk(uint64_t chanCount, uint64_t loopBase, uint64_t chunkElems,
+                                    int nRanks, int elemSize) {
+  uint64_t remaining = chanCount - loopBase;
+  return minU64(chunkElems, alignUp(divUp(remaining, (uint64_t)nRanks), grainElems(elemSize)));
+}
+
+// Elements of chunk `index` (0..nRanks-1) in the loop at loopBase, relative to the channel part.
+WEFT_HD ElemRange ringAllReduceChunkRange(uint64_t chanCount, uint64_t loopBase, uint64_t chunk,
+                                          int index) {
+  uint64_t remaining = chanCount - loopBase;
+  uint64_t start = chunk * (uint64_t)index;
+  if (start >= remaining) return ElemRange{loopBase + remaining, 0};
+  return ElemRange{loopBase + start, minU64(chunk, remaining - start)};
+}
+
+// Which chunk (ring position whose data it is) the rank at ring position `pos` handles at ring
+// step k, 0 <= k <= 2*nRanks - 2. At step k it receives what position pos-1 sent at step k-1;
+// at step nRanks-1 it completes its own position's chunk.
+WEFT_HD int ringChunkIndex(int pos, int k, int nRanks) {
+  int c = (pos - 1 - k) % nRanks;
+  return c < 0 ? c + nRanks : c;
+}
+
+}  // namespace weft::dev

@@ -1,0 +1,337 @@
+// The device ring and SendRecv algorithms (device/algo/*.cuh) run on the CPU against a mock
+// protocol: one thread per (rank, channel), connections of kSteps slots sliced exactly as the
+// Simple protocol slices them, a slice taken only when its input is there AND its output slot is
+// free (as the device's sync warp does). Checks results, that both ends of every connection cut
+// the same slices, that every sent slice is consumed, and that nothing deadlocks.
+#include "device/algo/ring.cuh"
+#include "device/algo/sendrecv.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace weft::dev {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kPoison = -777777777;
+
+// All connections of a simulated communicator: queue (channel, src, dst) holds sent slices.
+struct Fabric {
+  Fabric(int n, int nCh) : n(n), links(size_t(n) * n * nCh) {}
+  std::deque<std::vector<int64_t>>& link(int ch, int src, int dst) { return links[(size_t(ch) * n + src) * n + dst]; }
+  int n;
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::deque<std::vector<int64_t>>> links;
+  bool dead = false;
+  std::string error;
+  Clock::time_point deadline = Clock::now() + std::chrono::seconds(20);
+  void fail(const std::string& e) {
+    if (error.empty()) error = e;
+    dead = true;
+    cv.notify_all();
+  }
+};
+
+struct MockFn {
+  bool pre = false;   // PreMulSum-like: own input * 3
+  bool post = false;  // SumPostDiv-like: final value + 1000
+};
+
+class MockPrims {
+ public:
+  MockPrims(Fabric* f, int ch, int rank, int recvPeer, int sendPeer, const int64_t* in, int64_t* out,
+            uint64_t chunkElems, uint64_t stepBytes, MockFn fn)
+      : f_(f), ch_(ch), rank_(rank), recvPeer_(recvPeer), sendPeer_(sendPeer), in_(in), out_(out), fn_(fn) {
+    slice_ = (int64_t)simpleSliceElems(chunkElems, stepBytes, sizeof(int64_t));
+  }
+  void send(int64_t i, int64_t n) { op(true, false, true, false, false, i, 0, n); }
+  void recv(int64_t o, int64_t n) { op(false, true, false, true, false, 0, o, n); }
+  void recvReduceSend(int64_t i, int64_t n) { op(true, true, true, false, false, i, 0, n); }
+  void recvReduceCopy(int64_t i, int64_t o, int64_t n) { op(false, true, true, true, true, i, o, n); }
+  void recvReduceCopySend(int64_t i, int64_t o, int64_t n) { op(true, true, true, true, true, i, o, n); }
+  void recvCopySend(int64_t o, int64_t n) { op(true, true, false, true, false, 0, o, n); }
+  void copySend(int64_t i, int64_t o, int64_t n) { op(true, false, true, true, false, i, o, n); }
+  void localCopy(int64_t i, int64_t o, int64_t n) {
+    for (int64_t e = 0; e < n; e++) out_[o + e] = post(pre(in_[i + e]));
+  }
+
+ private:
+  int64_t pre(int64_t v) const { return fn_.pre ? v * 3 : v; }
+  int64_t post(int64_t v) const { return fn_.post ? v + 1000 : v; }
+
+  void op(bool doSend, bool doRecv, bool srcIn, bool dstOut, bool isFinal, int64_t inOff, int64_t outOff, int64_t n) {
+    if ((doSend && sendPeer_ < 0) || (doRecv && recvPeer_ < 0)) {
+      std::lock_guard<std::mutex> lk(f_->m);
+      f_->fail("rank " + std::to_string(rank_) + " uses a connection the runner did not give it");
+      return;
+    }
+    for (int64_t done = 0; done < n; done += slice_) {
+      int64_t len = std::min(slice_, n - done);
+      std::unique_lock<std::mutex> lk(f_->m);
+      auto* rq = doRecv ? &f_->link(ch_, recvPeer_, rank_) : nullptr;
+      auto* sq = doSend ? &f_->link(ch_, rank_, sendPeer_) : nullptr;
+      auto ready = [&] { return f_->dead || ((!rq || !rq->empty()) && (!sq || sq->size() < size_t(kSteps))); };
+      if (!f_->cv.wait_until(lk, f_->deadline, ready)) f_->fail("deadlock (rank " + std::to_string(rank_) + ")");
+      if (f_->dead) return;
+      std::vector<int64_t> data(len);
+      if (rq) {
+        if ((int64_t)rq->front().size() != len) {
+          f_->fail("slice size mismatch at rank " + std::to_string(rank_) + ": got " +
+                   std::to_string(rq->front().size()) + " expected " + std::to_string(len));
+          return;
+        }
+        data = rq->front();
+        rq->pop_front();
+      }
+      for (int64_t e = 0; e < len; e++) {
+        int64_t v = rq ? data[e] : 0;
+        if (srcIn) v = rq ? v + pre(in_[inOff + done + e]) : pre(in_[inOff + done + e]);
+        if (isFinal) v = post(v);
+        data[e] = v;
+        if (dstOut) out_[outOff + done + e] = v;
+      }
+      if (sq) sq->push_back(std::move(data));
+      f_->cv.notify_all();
+    }
+  }
+
+  Fabric* f_;
+  int ch_, rank_, recvPeer_, sendPeer_;
+  const int64_t* in_;
+  int64_t* out_;
+  MockFn fn_;
+  int64_t slice_;
+};
+
+struct CollCase {
+  int func;
+  int nRanks;
+  int nChannels;
+  uint64_t count;
+  int root;
+  bool inPlace;
+  uint64_t chunkElems;
+  uint64_t stepBytes;
+  MockFn fn;
+};
+
+std::string describe(const CollCase& c) {
+  return "func " + std::to_string(c.func) + " n " + std::to_string(c.nRanks) + " ch " + std::to_string(c.nChannels) +
+         " count " + std::to_string(c.count) + " root " + std::to_string(c.root) + " inPlace " +
+         std::to_string(c.inPlace) + " chunk " + std::to_string(c.chunkElems) + " pre " +
+         std::to_string(c.fn.pre) + " post " + std::to_string(c.fn.post);
+}
+
+// Runs one collective on every rank and channel; returns an empty string or what went wrong.
+std::string runCollective(const CollCase& c, std::mt19937& rng) {
+  const int n = c.nRanks;
+  const uint64_t count = c.count;
+  const bool blocks = c.func == kFuncAllGather || c.func == kFuncReduceScatter;
+  const uint64_t inLen = c.func == kFuncReduceScatter ? n * count : count;
+  const uint64_t outLen = c.func == kFuncAllGather ? n * count : count;
+  // Rings: a random order per channel.
+  std::vector<std::vector<int32_t>> rings(c.nChannels, std::vector<int32_t>(n));
+  for (auto& r : rings) {
+    std::iota(r.begin(), r.end(), 0);
+    std::shuffle(r.begin(), r.end(), rng);
+  }
+  std::vector<std::vector<int64_t>> inputs(n), storage(n);
+  std::vector<const int64_t*> inPtr(n);
+  std::vector<int64_t*> outPtr(n);
+  for (int r = 0; r < n; r++) {
+    inputs[r].resize(inLen);
+    for (auto& v : inputs[r]) v = int64_t(rng() % 2001) - 1000;
+    if (!c.inPlace) {
+      storage[r].assign(inLen + outLen, kPoison);
+      std::copy(inputs[r].begin(), inputs[r].end(), storage[r].begin());
+      inPtr[r] = storage[r].data();
+      outPtr[r] = storage[r].data() + inLen;
+    } else if (c.func == kFuncAllGather) {
+      storage[r].assign(outLen, kPoison);
+      std::copy(inputs[r].begin(), inputs[r].end(), storage[r].begin() + r * count);
+      outPtr[r] = storage[r].data();
+      inPtr[r] = outPtr[r] + r * count;
+    } else if (c.func == kFuncReduceScatter) {
+      storage[r] = inputs[r];
+      inPtr[r] = storage[r].data();
+      outPtr[r] = storage[r].data() + r * count;
+    } else {
+      storage[r] = inputs[r];
+      inPtr[r] = outPtr[r] = storage[r].data();
+    }
+  }
+  Fabric fabric(n, c.nChannels);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; r++)
+    for (int ch = 0; ch < c.nChannels; ch++) {
+      ElemRange part = channelPart(count, c.nChannels, ch, sizeof(int64_t));
+      if (part.count == 0) continue;  // the host gives such channels no work item
+      threads.emplace_back([&, r, ch, part] {
+        const auto& ring = rings[ch];
+        int pos = int(std::find(ring.begin(), ring.end(), r) - ring.begin());
+        RingArgs a;
+        a.rank = r;
+        a.nRanks = n;
+        a.ringPos = pos;
+        a.prev = ring[(pos - 1 + n) % n];
+        a.next = ring[(pos + 1) % n];
+        a.userRanks = ring.data();
+        a.root = c.root;
+        a.count = count;
+        a.chanOffset = part.offset;
+        a.chanCount = part.count;
+        a.chunkElems = simpleChunkElems(c.chunkElems, c.stepBytes, sizeof(int64_t));
+        a.elemSize = sizeof(int64_t);
+        a.inPlace = c.inPlace;
+        MockPrims p(&fabric, ch, r, ringUsesRecv(c.func, a) ? a.prev : -1, ringUsesSend(c.func, a) ? a.next : -1,
+                    inPtr[r], outPtr[r], c.chunkElems, c.stepBytes, c.fn);
+        switch (c.func) {
+          case kFuncAllReduce: ringAllReduce(p, a); break;
+          case kFuncAllGather: ringAllGather(p, a); break;
+          case kFuncReduceScatter: ringReduceScatter(p, a); break;
+          case kFuncBroadcast: ringBroadcast(p, a); break;
+          case kFuncReduce: ringReduce(p, a); break;
+        }
+      });
+    }
+  for (auto& t : threads) t.join();
+  if (!fabric.error.empty()) return fabric.error;
+  for (auto& q : fabric.links)
+    if (!q.empty()) return "a sent slice was never received";
+  // Reference.
+  auto pre = [&](int64_t v) { return c.fn.pre ? v * 3 : v; };
+  auto post = [&](int64_t v) { return c.fn.post ? v + 1000 : v; };
+  for (int r = 0; r < n; r++) {
+    for (uint64_t i = 0; i < outLen; i++) {
+      int64_t want;
+      switch (c.func) {
+        case kFuncAllReduce: {
+          int64_t s = 0;
+          for (int q = 0; q < n; q++) s += pre(inputs[q][i]);
+          want = post(s);
+          break;
+        }
+        case kFuncReduce: {
+          if (r != c.root) continue;
+          int64_t s = 0;
+          for (int q = 0; q < n; q++) s += pre(inputs[q][i]);
+          want = post(s);
+          break;
+        }
+        case kFuncReduceScatter: {
+          int64_t s = 0;
+          for (int q = 0; q < n; q++) s += pre(inputs[q][r * count + i]);
+          want = post(s);
+          break;
+        }
+        case kFuncAllGather: want = inputs[i / count][i % count]; break;
+        default: want = inputs[c.root][i]; break;
+      }
+      if (outPtr[r][i] != want)
+        return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": got " +
+               std::to_string(outPtr[r][i]) + " want " + std::to_string(want);
+    }
+    if (c.func == kFuncReduce && r != c.root && !c.inPlace)
+      for (uint64_t i = 0; i < outLen; i++)
+        if (outPtr[r][i] != kPoison) return "non-root rank " + std::to_string(r) + " wrote its output";
+  }
+  (void)blocks;
+  return "";
+}
+
+TEST(RingAlgo, CollectivesMatchReference) {
+  std::mt19937 rng(1234);
+  int runs = 0;
+  for (int func : {int(kFuncAllReduce), int(kFuncAllGather), int(kFuncReduceScatter), int(kFuncBroadcast), int(kFuncReduce)})
+    for (int n : {1, 2, 3, 4, 6})
+      for (uint64_t count : {0ull, 1ull, 2ull, 7ull, 16ull, 17ull, 95ull, 1000ull, 4099ull})
+        for (bool inPlace : {false, true})
+          for (uint64_t chunk : {0ull, 5ull, 24ull}) {
+            CollCase c{func, n, 1 + int(count % 3), count, int(count % n), inPlace, chunk, 64, MockFn{}};
+            bool reduces = func == kFuncAllReduce || func == kFuncReduceScatter || func == kFuncReduce;
+            if (reduces) c.fn = MockFn{(count & 1) != 0, (count & 2) != 0 || chunk == 5};
+            std::string err = runCollective(c, rng);
+            ASSERT_EQ(err, "") << describe(c);
+            runs++;
+          }
+  EXPECT_GT(runs, 1000);
+}
+
+TEST(RingAlgo, LargeStepsAndLongRings) {
+  std::mt19937 rng(99);
+  for (int func : {int(kFuncAllReduce), int(kFuncReduceScatter), int(kFuncAllGather)})
+    for (int n : {5, 8}) {
+      CollCase c{func, n, 2, 20000, 1, false, 0, 1024, MockFn{true, true}};
+      if (func == kFuncAllGather) c.fn = MockFn{};
+      ASSERT_EQ(runCollective(c, rng), "") << describe(c);
+    }
+}
+
+// SendRecv items: per (rank, channel) the items run in order; within an item the send part and
+// the receive part run concurrently (separate warp groups on the device).
+TEST(RingAlgo, SendRecvPatterns) {
+  std::mt19937 rng(7);
+  for (int n : {2, 3, 5})
+    for (uint64_t count : {1ull, 9ull, 300ull, 5000ull})
+      for (int pattern = 0; pattern < 2; pattern++) {  // 0: ring shift, 1: all-to-all in rounds
+        const int nCh = 2;
+        Fabric fabric(n, nCh);
+        std::vector<std::vector<int64_t>> in(n, std::vector<int64_t>(n * count)), out(n, std::vector<int64_t>(n * count, kPoison));
+        for (int r = 0; r < n; r++)
+          for (auto& v : in[r]) v = int64_t(rng() % 100000);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; r++)
+          for (int ch = 0; ch < nCh; ch++)
+            threads.emplace_back([&, r, ch] {
+              int rounds = pattern == 0 ? 1 : n;
+              for (int d = pattern == 0 ? 1 : 0; d < (pattern == 0 ? 2 : rounds); d++) {
+                int to = (r + d) % n, from = (r - d + n) % n;
+                ElemRange sp = channelPart(count, nCh, ch, 8), rp = sp;
+                uint64_t sendBase = to * count, recvBase = from * count;
+                uint64_t chunk = 7;
+                if (to == r) {
+                  MockPrims p(&fabric, ch, r, -1, -1, in[r].data(), out[r].data(), chunk, 64, MockFn{});
+                  p2pSelf(p, sendBase + sp.offset, recvBase + rp.offset, sp.count);
+                  continue;
+                }
+                std::thread s([&] {
+                  MockPrims p(&fabric, ch, r, -1, to, in[r].data(), nullptr, chunk, 64, MockFn{});
+                  p2pSend(p, sendBase + sp.offset, sp.count, chunk);
+                });
+                MockPrims p(&fabric, ch, r, from, -1, nullptr, out[r].data(), chunk, 64, MockFn{});
+                p2pRecv(p, recvBase + rp.offset, rp.count, chunk);
+                s.join();
+              }
+            });
+        for (auto& t : threads) t.join();
+        ASSERT_EQ(fabric.error, "") << n << " " << count << " " << pattern;
+        for (int r = 0; r < n; r++)
+          for (int d = pattern == 0 ? 1 : 0; d < (pattern == 0 ? 2 : n); d++) {
+            int from = (r - d + n) % n;
+            for (uint64_t i = 0; i < count; i++)
+              ASSERT_EQ(out[r][from * count + i], in[from][r * count + i]) << n << " " << count << " " << pattern;
+          }
+      }
+}
+
+// A chunk of kSteps/2 slices is the largest a ring can take: the clamp in simpleChunkElems
+// keeps even absurd requests deadlock-free.
+TEST(RingAlgo, OversizedChunkIsClampedNotDeadlocked) {
+  std::mt19937 rng(5);
+  CollCase c{kFuncAllReduce, 2, 1, 4096, 0, false, 1u << 30, 64, MockFn{}};
+  EXPECT_EQ(runCollective(c, rng), "");
+}
+
+}  // namespace
+}  // namespace weft::dev
