@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "device/work_math.h"
+
 namespace weft::enqueue {
 namespace {
 
@@ -19,9 +21,8 @@ dev::Func deviceFunc(TaskKind kind) {
   }
 }
 
-uint32_t chunkElemsFor(int elemBytes, const PlanShape& shape) {
-  return (uint32_t)(shape.stepBytes / elemBytes);
-}
+// Point-to-point moves one connection step per chunk; both ends compute the same value.
+uint32_t p2pChunkElems(const PlanShape& shape) { return (uint32_t)dev::p2pChunkElems(shape.stepBytes, 1); }
 
 dev::DevWork baseWork(const Task& t, const PlanShape& shape) {
   dev::DevWork w{};
@@ -35,7 +36,7 @@ dev::DevWork baseWork(const Task& t, const PlanShape& shape) {
   w.sendBuff = t.sendBuff;
   w.recvBuff = t.recvBuff;
   w.count = t.count;
-  w.chunkElems = chunkElemsFor(dev::dataTypeBytes(t.dataType), shape);
+  w.chunkElems = 0;  // collectives: set per channel from its part (planCollective)
   w.sendPeer = -1;
   w.recvPeer = -1;
   w.redOpArg = t.redOpArg;
@@ -53,6 +54,8 @@ void planCollective(const Task& t, const PlanShape& shape, ChannelWorks* perChan
     dev::DevWork w = baseWork(t, shape);
     splitRange(t.count, parts, align, c, &w.chanOffset, &w.chanCount);
     if (w.chanCount == 0) continue;
+    w.chunkElems = (uint32_t)dev::recommendedChunkElems(w.func, shape.nRanks, w.chanCount, elemBytes,
+                                                        (uint64_t)shape.stepBytes);
     (*perChannel)[c].push_back(w);
   }
 }
@@ -109,7 +112,7 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
         }
         // Point-to-point moves bytes: the device treats it as uint8 data.
         w.dataType = dev::kUint8;
-        w.chunkElems = chunkElemsFor(1, shape);
+        w.chunkElems = p2pChunkElems(shape);
         if (w.sendPeer >= 0 && w.chanCount == 0) w.sendPeer = -1;
         if (w.recvPeer >= 0 && w.recvCount == 0) w.recvPeer = -1;
         if (w.sendPeer < 0 && w.recvPeer < 0) continue;

@@ -101,7 +101,7 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
   }
   for (int p = 0; p < comm->nRanks; ++p) {
     if (!peers[p]) continue;
-    char from[64];
+    char from[160];
     snprintf(from, sizeof(from), "rank %d (pid %d on %s)", p, comm->peers[p].pid, comm->peers[p].hostName);
     const runtime::IpcMemDesc& d = descs[p];
     WEFT_TRY(runtime::checkIpcMemDesc(d, from));
