@@ -1,0 +1,209 @@
+#include "graph/tuning.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/log.h"
+
+namespace weft::graph {
+namespace {
+
+constexpr int kMinThreads = 128;  // four warps: below that a channel cannot keep a link busy
+
+bool isCollFunc(int func) { return func >= 0 && func < kNumCollFuncs; }
+
+int ceilLog2(int v) {
+  int r = 0;
+  while ((1 << r) < v) ++r;
+  return r;
+}
+
+bool inputUsable(const TuningInput& in) {
+  return in.nRanks >= 1 && in.nNodes >= 1 && in.nNodes <= in.nRanks && in.maxChannels >= 1 &&
+         in.intraBwPerChannel > 0 && (in.nNodes == 1 || in.interBwPerChannel > 0) &&
+         (in.intraLink == kLinkNvlink || in.intraLink == kLinkPcie);
+}
+
+// How many times the call's bytes cross the busiest link of a channel, relative to `bytes`.
+double busFactor(int func, int algo, int n) {
+  if (algo == dev::kAlgoTree) return n <= 2 ? 1.0 : 2.0;
+  if (func == dev::kFuncAllReduce) return 2.0 * (n - 1) / n;
+  if (func == dev::kFuncAllGather || func == dev::kFuncReduceScatter) return double(n - 1) / n;
+  return 1.0;
+}
+
+// nccl-tests' bus bandwidth factor, to report bandwidths users can compare.
+double testsBusFactor(int func, int n) {
+  if (func == dev::kFuncAllReduce) return 2.0 * (n - 1) / n;
+  if (func == dev::kFuncAllGather || func == dev::kFuncReduceScatter) return double(n - 1) / n;
+  return 1.0;
+}
+
+double latencyUs(const TuningInput& in, const TuningConstants& k, int func, int algo, int proto) {
+  int n = in.nRanks, nodes = in.nNodes, local = std::max(1, n / nodes);
+  double hwIntra = k.hwUs[in.intraLink][algo][proto];
+  double hwNet = k.hwUs[kLinkNet][algo][proto];
+  double hops = 0;
+  if (algo == dev::kAlgoRing) {
+    bool twoPasses = func == dev::kFuncAllReduce;  // reduce-scatter pass, then all-gather pass
+    int steps = (twoPasses ? 2 : 1) * (n - 1);
+    int netSteps = nodes > 1 ? (twoPasses ? 2 : 1) * (nodes - 1) : 0;
+    hops = (steps - netSteps) * hwIntra + netSteps * hwNet;
+  } else if (algo == dev::kAlgoTree) {
+    // Up the tree then down: a chain inside each node, a binary tree across nodes.
+    hops = 2.0 * ((local - 1) * hwIntra + ceilLog2(nodes) * hwNet);
+  } else if (algo == dev::kAlgoPat) {
+    hops = ceilLog2(n) * hwNet;
+  }
+  return k.baseUs[algo][proto] + hops;
+}
+
+// Pipelining s bytes through steps that each cost alpha us, at b bytes/us: with chunks of size
+// c the cost is (s/c) alpha + c/b (per-chunk syncs plus filling the pipe), smallest at
+// c = sqrt(s alpha b); a chunk cannot exceed one buffer step.
+double pipelineUs(double s, double alpha, double b, double stepBytes) {
+  if (alpha <= 0 || s <= 0) return 0;
+  double best = std::sqrt(s * alpha * b);
+  if (best <= stepBytes) return 2.0 * std::sqrt(s * alpha / b);
+  return s * alpha / stepBytes + stepBytes / b;
+}
+
+}  // namespace
+
+bool ll128Usable(const TuningInput& in) {
+  if (in.intraLink != kLinkNvlink || in.minSm < 70) return false;
+  return in.nNodes == 1 || in.minSm >= 90;
+}
+
+bool pairModeled(const TuningInput& in, int func, int algo, int proto) {
+  if (!isCollFunc(func) || algo < 0 || algo >= dev::kNumAlgos || proto < 0 || proto >= dev::kNumProtos)
+    return false;
+  if (!inputUsable(in) || in.nRanks < 2) return false;
+  if (proto == dev::kProtoLL128 && !ll128Usable(in)) return false;
+  switch (algo) {
+    case dev::kAlgoRing:
+      return true;
+    case dev::kAlgoTree:
+      return func == dev::kFuncAllReduce;
+    case dev::kAlgoPat:
+      return (func == dev::kFuncAllGather || func == dev::kFuncReduceScatter) &&
+             proto == dev::kProtoSimple && in.nNodes == in.nRanks;
+    default:
+      return false;  // CollNet needs a CollNet plugin, NVLS NVLink multicast: not in weft
+  }
+}
+
+TuningChoice estimateCollective(const TuningInput& in, const TuningConstants& k, int func, int algo,
+                                int proto, size_t bytes) {
+  TuningChoice c;
+  if (!pairModeled(in, func, algo, proto)) return c;
+  int n = in.nRanks;
+
+  int64_t threshold = int64_t(k.threadThreshold[algo][proto]) *
+                      (algo == dev::kAlgoRing && proto == dev::kProtoLL ? n : 1);
+  threshold = std::max<int64_t>(threshold, 1);
+  double perChannel = double(threshold) * k.maxThreads[proto];
+  double channels = std::clamp(double(bytes) / perChannel, 1.0, double(in.maxChannels));
+  int nChannels = (int)std::clamp<double>(std::ceil(double(bytes) / perChannel), 1.0, in.maxChannels);
+  int nThreads = k.maxThreads[proto];
+  // A lone channel with little data does not need all its threads (NCCL halves them too).
+  while (nChannels == 1 && nThreads / 2 >= kMinThreads && int64_t(bytes) <= int64_t(nThreads / 2) * threshold)
+    nThreads /= 2;
+
+  double bwGBs = in.intraBwPerChannel;
+  if (algo == dev::kAlgoPat) bwGBs = in.interBwPerChannel;
+  else if (in.nNodes > 1) bwGBs = std::min(bwGBs, in.interBwPerChannel);
+  double b = bwGBs * 1e3 * k.protoEff[proto] * k.bwEff[algo][proto] * k.funcBwEff[func];  // bytes/us
+  if (!(b > 0)) return c;
+  double s = double(bytes) * busFactor(func, algo, n) / channels;
+  double alpha = k.stepUs[algo][proto] * k.funcStepScale[func];
+  double stepBytes = double(std::max<int64_t>(in.stepBytes[proto], 1));
+
+  c.algo = algo;
+  c.proto = proto;
+  c.nChannels = nChannels;
+  c.nThreads = nThreads;
+  c.timeUs = latencyUs(in, k, func, algo, proto) + s / b + pipelineUs(s, alpha, b, stepBytes);
+  return c;
+}
+
+void estimateTable(const TuningInput& in, const TuningConstants& k, int func, size_t bytes,
+                   TuningTable* table) {
+  *table = TuningTable{};
+  for (int a = 0; a < dev::kNumAlgos; ++a) {
+    for (int p = 0; p < dev::kNumProtos; ++p) {
+      table->estimates[a][p] = estimateCollective(in, k, func, a, p, bytes);
+      table->allowed[a][p] = table->estimates[a][p].valid() && isCollFunc(func) &&
+                             (in.supported[func] & pairBit(a, p)) && in.env.allows(func, a, p);
+    }
+  }
+}
+
+Status selectAlgoProto(const TuningInput& in, const TuningConstants& k, int func, size_t bytes,
+                       TuningChoice* choice) {
+  WEFT_CHECK_ARG(isCollFunc(func), "selectAlgoProto: function %d is not a collective the tuning "
+                 "model prices (Broadcast..AllReduce)", func);
+  WEFT_CHECK_ARG(inputUsable(in), "selectAlgoProto: unusable topology description (nRanks %d, "
+                 "nNodes %d, maxChannels %d, bandwidth %.1f/%.1f GB/s per channel, link %d)",
+                 in.nRanks, in.nNodes, in.maxChannels, in.intraBwPerChannel, in.interBwPerChannel,
+                 (int)in.intraLink);
+  if (in.nRanks == 1) {
+    *choice = TuningChoice{dev::kAlgoRing, dev::kProtoSimple, 1, k.maxThreads[dev::kProtoSimple], 0.0};
+    return ncclSuccess;
+  }
+  TuningTable table;
+  estimateTable(in, k, func, bytes, &table);
+  TuningChoice best;
+  for (int a = 0; a < dev::kNumAlgos; ++a) {
+    for (int p = 0; p < dev::kNumProtos; ++p) {
+      if (table.allowed[a][p] && table.estimates[a][p].timeUs < best.timeUs) best = table.estimates[a][p];
+    }
+  }
+  if (!best.valid()) {
+    WEFT_WARN("No algorithm/protocol can run %s of %zu bytes on %d ranks: NCCL_ALGO/NCCL_PROTO allow "
+              "algorithms %s and protocols %s for it, and this build and topology (%s%s) do not "
+              "offer any of those pairs. Unset NCCL_ALGO/NCCL_PROTO or include Ring and Simple.",
+              collFuncName(func), bytes, in.nRanks, algoMaskString(in.env.algo[func]).c_str(),
+              protoMaskString(in.env.proto[func]).c_str(), linkTypeName(in.intraLink),
+              ll128Usable(in) ? "" : ", no LL128");
+    return ncclInvalidUsage;
+  }
+  WEFT_TRACE(log::kTuning, "%s %zu bytes -> %s/%s, %d channels x %d threads, %.1f us",
+             collFuncName(func), bytes, algoName(best.algo), protoName(best.proto), best.nChannels,
+             best.nThreads, best.timeUs);
+  *choice = best;
+  return ncclSuccess;
+}
+
+std::string formatTuningSummary(const TuningInput& in, const TuningConstants& k) {
+  std::string s;
+  char buf[160];
+  snprintf(buf, sizeof(buf), "%d ranks, %d node(s), %s, %d channels x %.1f GB/s%s\n", in.nRanks, in.nNodes,
+           linkTypeName(in.intraLink), in.maxChannels, in.intraBwPerChannel, ll128Usable(in) ? "" : ", no LL128");
+  s += buf;
+  for (int f = 0; f < kNumCollFuncs; ++f) {
+    snprintf(buf, sizeof(buf), "%13s |", collFuncName(f));
+    s += buf;
+    // Latency at 0 bytes; bandwidth from a size large enough to hide latency and pipeline costs.
+    TuningTable zero, big;
+    estimateTable(in, k, f, 0, &zero);
+    const size_t kBig = size_t(1) << 40;
+    estimateTable(in, k, f, kBig, &big);
+    bool any = false;
+    for (int a = 0; a < dev::kNumAlgos; ++a) {
+      for (int p = 0; p < dev::kNumProtos; ++p) {
+        if (!zero.allowed[a][p]) continue;
+        double lat = zero.estimates[a][p].timeUs;
+        double busbw = double(kBig) * testsBusFactor(f, in.nRanks) / (big.estimates[a][p].timeUs - lat) / 1e3;
+        snprintf(buf, sizeof(buf), " %s/%s %.1f us %.0f GB/s |", algoName(a), protoName(p), lat, busbw);
+        s += buf;
+        any = true;
+      }
+    }
+    s += any ? "\n" : " none\n";
+  }
+  return s;
+}
+
+}  // namespace weft::graph

@@ -1,0 +1,61 @@
+// The numbers behind the tuning model (graph/tuning.h): latencies, bandwidth efficiencies,
+// pipeline step costs, channel/thread thresholds. Defaults are fitted to NCCL 2.28.9 measured on
+// the 2xH200 NVLink machine (see tuning_constants.cc and tests/unit/data/tuning-fit.md); the lead
+// refits them for weft's own kernels with tests/unit/data/tuning_fit.py and loads the result
+// without rebuilding:
+//   NCCL_WEFT_TUNING_FILE=/path/file   "key = value" lines, '#' comments
+//   NCCL_WEFT_TUNING="base.ring.ll=4.1;bweff.ring.simple=0.97"   applied after the file
+// Keys (names case-insensitive; algo: tree ring collnetdirect collnetchain nvls nvlstree pat;
+// proto: ll ll128 simple; link: nvlink pcie net; func: broadcast reduce allgather reducescatter
+// allreduce):
+//   base.<algo>.<proto>        us, fixed cost of one operation
+//   hw.<link>.<algo>.<proto>   us per hop over that link type
+//   protoeff.<proto>           payload fraction of what the protocol writes (LL 0.5)
+//   bweff.<algo>.<proto>       fraction of the nominal channel bandwidth this pair reaches
+//   step.<algo>.<proto>        us of synchronisation per pipeline step (drives the pipeline term)
+//   funcbw.<func>, funcstep.<func>   per-collective multipliers of bweff and step (AllReduce = 1)
+//   threshold.<algo>.<proto>   bytes per thread a channel needs before another channel is added
+//   maxthreads.<proto>         threads per channel at full size
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "device/abi.h"
+#include "graph/algo_proto_env.h"
+
+namespace weft::graph {
+
+// Kinds of hop the model prices (rows of hwUs).
+enum LinkType : int { kLinkNvlink = 0, kLinkPcie = 1, kLinkNet = 2, kNumLinkTypes = 3 };
+
+const char* linkTypeName(int link);  // "nvlink", "pcie", "net"
+
+struct TuningConstants {
+  double baseUs[dev::kNumAlgos][dev::kNumProtos];
+  double hwUs[kNumLinkTypes][dev::kNumAlgos][dev::kNumProtos];
+  double protoEff[dev::kNumProtos];
+  double bwEff[dev::kNumAlgos][dev::kNumProtos];
+  double stepUs[dev::kNumAlgos][dev::kNumProtos];
+  double funcBwEff[kNumCollFuncs];
+  double funcStepScale[kNumCollFuncs];
+  int threadThreshold[dev::kNumAlgos][dev::kNumProtos];  // Ring/LL: multiplied by nRanks
+  int maxThreads[dev::kNumProtos];
+
+  // The fitted defaults.
+  static TuningConstants defaults();
+};
+
+// Applies "key = value" settings to *k. Lines (or ';'-separated items) that are empty or start
+// with '#' are skipped. On an unknown key or a bad value returns ncclInvalidUsage with the reason
+// (naming the line) in *why and leaves *k unchanged; no logging.
+[[nodiscard]] Status parseTuningText(const std::string& text, TuningConstants* k, std::string* why);
+
+// Every constant as "key = value" lines that parseTuningText reads back to the same values.
+std::string formatTuningConstants(const TuningConstants& k);
+
+// defaults(), then NCCL_WEFT_TUNING_FILE, then NCCL_WEFT_TUNING. A file that cannot be read or a
+// setting that does not parse is WARNed about and skipped as a whole.
+TuningConstants tuningConstantsFromEnv();
+
+}  // namespace weft::graph
