@@ -12,13 +12,13 @@ namespace weft::dev {
 namespace {
 
 template <typename Fn>
-__device__ __noinline__ void runReduceWork(const DevWork* w, WorkEnv env) {
+WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, WorkEnv env) {
   runRingColl<Fn>(*w, env);
 }
 
-__device__ __noinline__ void runCopyWork(const DevWork* w, WorkEnv env) { runRingColl<FnCopy>(*w, env); }
+WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, WorkEnv env) { runRingColl<FnCopy>(*w, env); }
 
-__device__ __noinline__ void runSendRecvWork(const DevWork* w, WorkEnv env) { runSendRecv(*w, env); }
+WEFT_DEV_NOINLINE void runSendRecvWork(const DevWork* w, WorkEnv env) { runSendRecv(*w, env); }
 
 // FoldSigned: the operation gives the same bits for signed and unsigned integers.
 // IntOnly: the operation exists for integer types only.

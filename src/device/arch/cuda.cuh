@@ -12,6 +12,8 @@
 #include <cuda_fp8.h>
 
 #define WEFT_DEV __device__ __forceinline__
+#define WEFT_DEV_NOINLINE __device__ __noinline__
+#define WEFT_UNROLL _Pragma("unroll")
 
 namespace weft::dev::arch {
 

@@ -25,7 +25,7 @@ template <typename T>
 WEFT_DEV T loadElem(const char* p, bool natural) {
   if (natural) return arch::bitCast<T>((typename UintOf<sizeof(T)>::T)arch::ldN<sizeof(T)>(p));
   uint64_t bits = 0;
-#pragma unroll
+WEFT_UNROLL
   for (int b = 0; b < (int)sizeof(T); b++) bits |= arch::ldN<1>(p + b) << (8 * b);
   return elemFromBits<T>(bits);
 }
@@ -38,7 +38,7 @@ WEFT_DEV void storeElem(char* p, T v, bool natural) {
     arch::stN<sizeof(T)>(p, bits);
     return;
   }
-#pragma unroll
+WEFT_UNROLL
   for (int b = 0; b < (int)sizeof(T); b++) arch::stN<1>(p + b, bits >> (8 * b));
 }
 
@@ -60,7 +60,7 @@ WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
   constexpr int U = kCopyUnroll;
   for (int64_t base = tid; base < nPacks; base += (int64_t)nThreads * U) {
     Pack16 a[U], b[U];
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t p = base + (int64_t)u * nThreads;
       if (p < nPacks) {
@@ -68,7 +68,7 @@ WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
         if constexpr (NSrcs == 2) b[u] = arch::ld16(s1 + p * 16);
       }
     }
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t p = base + (int64_t)u * nThreads;
       if (p < nPacks) {
@@ -90,7 +90,7 @@ WEFT_DEV void elemLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
   constexpr int64_t S = sizeof(T);
   for (int64_t base = 0; base < n; base += (int64_t)nThreads * U) {
     T a[U], b[U];
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) {
@@ -98,7 +98,7 @@ WEFT_DEV void elemLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
         if constexpr (NSrcs == 2) b[u] = loadElem<T>(s1 + i * S, natural);
       }
     }
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) {
@@ -129,12 +129,12 @@ WEFT_DEV void wordCopyLoop(int tid, int nThreads, const char* s, char* d0, char*
   constexpr int U = 2 * kCopyUnroll;
   for (int64_t base = 0; base < n; base += (int64_t)nThreads * U) {
     uint64_t v[U];
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) v[u] = arch::ldN<W>(s + i * W);
     }
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) {
@@ -150,7 +150,7 @@ WEFT_DEV uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); 
 // Byte copy to one or two destinations, any alignment. Not inlined: one copy serves every
 // collective and element type.
 template <int NDsts>
-__device__ __noinline__ void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
+WEFT_DEV_NOINLINE void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
                                        int64_t nBytes) {
   // Widest word size W for which all pointers have the same offset modulo W.
   uintptr_t diff = (addr(s) ^ addr(d0)) | (NDsts == 2 ? (addr(s) ^ addr(d1)) : 0);
