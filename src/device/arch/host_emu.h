@@ -1,7 +1,12 @@
-// A CPU stand-in for the arch layer, for host unit tests of the data path (reduce/): memory
-// accesses become memcpy, SIMD intrinsics are emulated, threads are run one after the other by
-// the test. Only what reduce/ needs exists here; synchronization (proto/) has no emulation.
+// A CPU stand-in for the arch layer, for host unit tests of the device code: memory accesses
+// become memcpy or GCC atomics, SIMD intrinsics are emulated, and each GPU thread of a block is
+// an OS thread (tests set the thread's index and block with EmuThread). Blocks are small here
+// (kWarpSize 4, 32 threads) so that a CPU can run several ranks' blocks at once.
 #pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -11,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #define WEFT_DEV inline
 #define WEFT_DEV_NOINLINE __attribute__((noinline))
@@ -18,7 +24,76 @@
 
 namespace weft::dev::arch {
 
-constexpr int kWarpSize = 32;
+constexpr int kWarpSize = 4;
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kDefaultBlockThreads = 32;
+constexpr int kNamedBarriers = 16;
+
+// A barrier that counts arriving threads, as the hardware's named barriers do.
+struct EmuBarrier {
+  std::mutex m;
+  std::condition_variable cv;
+  int count = 0;
+  uint64_t generation = 0;
+  void arrive(int n, bool wait) {
+    std::unique_lock<std::mutex> lk(m);
+    uint64_t g = generation;
+    if (++count == n) {
+      count = 0;
+      generation++;
+      cv.notify_all();
+      return;
+    }
+    if (wait) cv.wait(lk, [&] { return generation != g; });
+  }
+};
+
+struct EmuBlock {
+  explicit EmuBlock(int nThreads) : nThreads(nThreads), warps(nThreads / kWarpSize) {}
+  int nThreads;
+  EmuBarrier block;
+  EmuBarrier named[kNamedBarriers];
+  std::vector<EmuBarrier> warps;
+};
+
+struct EmuThreadState {
+  unsigned x = 0;
+  EmuBlock* block = nullptr;
+};
+inline thread_local EmuThreadState threadIdx;
+
+inline int threadId() { return (int)threadIdx.x; }
+inline int laneId() { return (int)threadIdx.x & (kWarpSize - 1); }
+inline int warpId() { return (int)threadIdx.x / kWarpSize; }
+inline void syncWarp() { threadIdx.block->warps[warpId()].arrive(kWarpSize, true); }
+inline void syncBlock() { threadIdx.block->block.arrive(threadIdx.block->nThreads, true); }
+inline void barSync(int id, int n) { threadIdx.block->named[id].arrive(n, true); }
+inline void barArrive(int id, int n) { threadIdx.block->named[id].arrive(n, false); }
+
+template <typename T>
+inline T* unv(volatile T* p) { return const_cast<T*>(p); }
+template <typename T>
+inline T* unv(const volatile T* p) { return const_cast<T*>(p); }
+
+inline uint64_t ldAcquireSys(const volatile uint64_t* p) {
+  std::this_thread::yield();  // every spin loop polls through here
+  return __atomic_load_n(unv(p), __ATOMIC_ACQUIRE);
+}
+inline uint64_t ldRelaxedSys(const volatile uint64_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
+inline uint32_t ldRelaxedSys(const volatile uint32_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
+inline void stRelaxedSys(volatile uint64_t* p, uint64_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELAXED); }
+inline void stReleaseSys(volatile uint32_t* p, uint32_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELEASE); }
+inline void fenceAcqRelSys() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void fenceAcqRelGpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline uint32_t atomicAddAcqRelGpu(uint32_t* p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+inline void stRelaxedGpu(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+inline uint32_t ldAcquireCtaShared(const uint32_t* p) {
+  std::this_thread::yield();
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+inline uint32_t ldVolatileShared(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+inline void stVolatileShared(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+inline void redAddReleaseCtaShared(uint32_t* p, uint32_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
 
 struct alignas(16) Pack16 {
   uint32_t w[4];

@@ -26,7 +26,7 @@ namespace weft::dev {
 
 // 512 threads: 15 data warps + the sync warp on NVIDIA. A 17th warp would cost every thread 32
 // registers (registers are split over 4 SM partitions: 5 warps on one of them leave 96 each).
-constexpr int kSimpleWarps = 512 / arch::kWarpSize;
+constexpr int kSimpleWarps = arch::kDefaultBlockThreads / arch::kWarpSize;
 constexpr int kSimpleDataWarps = kSimpleWarps - 1;
 constexpr int kSimpleThreads = kSimpleWarps * arch::kWarpSize;
 constexpr int kSimpleReadyDepth = 2;
@@ -72,7 +72,7 @@ class SimpleLink {
                       ConnInfo* recvConn, ConnInfo* sendConn)
       : sh_(sh), abortFlag_(abortFlag), group_(g.index), recvConn_(recvConn), sendConn_(sendConn) {
     isSync_ = arch::warpId() == g.syncWarp;
-    tid_ = (int)threadIdx.x - g.firstWarp * arch::kWarpSize;
+    tid_ = arch::threadId() - g.firstWarp * arch::kWarpSize;
     nDataWarps_ = g.nDataWarps;
     barrierBase_ = 1 + g.index * kSimpleReadyDepth;
     nBarThreads_ = (g.nDataWarps + 1) * arch::kWarpSize;

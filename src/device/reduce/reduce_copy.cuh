@@ -110,17 +110,19 @@ WEFT_UNROLL
   }
 }
 
-// Fewer elements than threads (the parts before and after the 16-byte-aligned body): one each.
+// The few (< 16) elements before and after the 16-byte-aligned body.
 template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
-WEFT_DEV void edgeElems(const Fn& fn, int tid, const char* s0, const char* s1, char* d0, char* d1, int64_t n) {
+WEFT_DEV void edgeElems(const Fn& fn, int tid, int nThreads, const char* s0, const char* s1, char* d0, char* d1,
+                        int64_t n) {
   using T = typename Fn::Elem;
   constexpr int64_t S = sizeof(T);
-  if (tid >= n) return;
-  T a = loadElem<T>(s0 + tid * S, true);
-  T b = NSrcs == 2 ? loadElem<T>(s1 + tid * S, true) : a;
-  T v = combine<Fn, NSrcs, Pre, Post>(fn, a, b);
-  storeElem<T>(d0 + tid * S, v, true);
-  if constexpr (NDsts == 2) storeElem<T>(d1 + tid * S, v, true);
+  for (int64_t i = tid; i < n; i += nThreads) {
+    T a = loadElem<T>(s0 + i * S, true);
+    T b = NSrcs == 2 ? loadElem<T>(s1 + i * S, true) : a;
+    T v = combine<Fn, NSrcs, Pre, Post>(fn, a, b);
+    storeElem<T>(d0 + i * S, v, true);
+    if constexpr (NDsts == 2) storeElem<T>(d1 + i * S, v, true);
+  }
 }
 
 // n words of W bytes (W = 1, 2, 4, 8), pointers aligned to W.
@@ -208,15 +210,13 @@ WEFT_DEV void reduceCopy(const Fn& fn, int tid, int nThreads, const void* src0, 
     // Same offset modulo 16 everywhere: elements up to the next 16-byte boundary, packs, tail.
     int64_t head = (int64_t)((16 - (a0 & 15)) & 15) / S;
     if (head > n) head = n;
-    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, s0, s1, d0, d1, head);
+    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, s0, s1, d0, d1, head);
     int64_t off = head * S;
     int64_t nPacks = (n - head) * S / 16;
     detail::packLoop<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, s0 + off, NSrcs == 2 ? s1 + off : nullptr, d0 + off,
                                                    NDsts == 2 ? d1 + off : nullptr, nPacks);
     off += nPacks * 16;
-    // The tail is shorter than one pack: fewer than 16 elements, so one per thread suffices
-    // (callers always have at least 16 data threads).
-    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, s0 + off, NSrcs == 2 ? s1 + off : nullptr, d0 + off,
+    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, s0 + off, NSrcs == 2 ? s1 + off : nullptr, d0 + off,
                                                    NDsts == 2 ? d1 + off : nullptr, n - off / S);
   }
 }
