@@ -6,7 +6,7 @@
 // Checks results, the step bookkeeping across items and launches (ConnInfo.step == tail == head
 // on both ends of every link), freedom from deadlock, and the abort path.
 #define WEFT_ARCH_HOST_EMULATION 1
-#include "device/coll/run_work.cuh"
+#include "device/kernel_body.cuh"
 
 #include <gtest/gtest.h>
 
@@ -80,35 +80,50 @@ class EmuComm {
   int nChannels() const { return nCh_; }
   void setAbort() { __atomic_store_n(&abortFlag_, 1u, __ATOMIC_RELAXED); }
 
-  // Runs works[rank][channel] (items in order) with one emulated block per (rank, channel);
-  // false if it did not finish in time (then the abort flag was raised and every block left).
+  // Launches every rank that has items: works[rank][channel] go through the rank's work FIFO
+  // (64 slots, so successive launches wrap it) to the kernel body, one emulated block per
+  // channel with items. False if it did not finish in time (the abort flag was then raised and
+  // every block left). Also checks the FIFO-consumed protocol.
   bool launch(const std::vector<std::vector<std::vector<DevWork>>>& works, double seconds, bool* exitedAfterAbort) {
     std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
-    std::vector<std::unique_ptr<SimpleShared>> shared;
+    std::vector<std::unique_ptr<SimpleKernelSmem>> smems;
     std::vector<std::thread> threads;
     std::atomic<int> running{0};
-    for (int r = 0; r < n_; r++)
+    fifo_.resize(n_);
+    std::vector<DevKernelArgs> args(n_);
+    for (int r = 0; r < n_; r++) {
+      fifo_[r].resize(kFifoSlots);
+      DevKernelArgs& a = args[r];
+      a = DevKernelArgs{};
+      a.comm = comms_[r].get();
+      a.works = fifo_[r].data();
+      a.worksMask = kFifoSlots - 1;
+      a.fifoConsumedValue = ++launches_;
+      a.fifoConsumed = &consumed_[r];
+      a.blockArrivals = &arrivals_[r];
       for (int c = 0; c < nCh_; c++) {
         if (works[r][c].empty()) continue;
+        a.blocks[a.nBlocks] = DevKernelArgs::Block{fifoHead_[r], (uint16_t)works[r][c].size(), (uint8_t)c, 0};
+        for (const DevWork& w : works[r][c]) fifo_[r][fifoHead_[r]++ & (kFifoSlots - 1)] = w;
+        a.nBlocks++;
+      }
+      for (uint32_t b = 0; b < a.nBlocks; b++) {
         blocks.push_back(std::make_unique<arch::EmuBlock>(kSimpleThreads));
-        shared.push_back(std::make_unique<SimpleShared>());
-        *shared.back() = SimpleShared{};
+        smems.push_back(std::make_unique<SimpleKernelSmem>());
         arch::EmuBlock* blk = blocks.back().get();
-        SimpleShared* sh = shared.back().get();
+        SimpleKernelSmem* smem = smems.back().get();
+        const DevKernelArgs* ap = &args[r];
         for (int t = 0; t < kSimpleThreads; t++) {
           running++;
-          threads.emplace_back([&, r, c, t, blk, sh] {
+          threads.emplace_back([&running, ap, b, t, blk, smem] {
             arch::threadIdx.x = t;
             arch::threadIdx.block = blk;
-            WorkEnv env{comms_[r].get(), c, sh};
-            for (const DevWork& w : works[r][c]) {
-              runItem(w, env);
-              arch::syncBlock();
-            }
+            simpleKernelBody(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
             running--;
           });
         }
       }
+    }
     auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     bool finished = true;
@@ -125,6 +140,11 @@ class EmuComm {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     for (auto& t : threads) t.join();
+    for (int r = 0; r < n_; r++) {
+      if (args[r].nBlocks == 0) continue;
+      EXPECT_EQ(consumed_[r], args[r].fifoConsumedValue) << "rank " << r << ": FIFO slots not released";
+      EXPECT_EQ(arrivals_[r], 0u) << "rank " << r << ": arrival counter not reset";
+    }
     if (exitedAfterAbort) *exitedAfterAbort = !finished;
     return finished;
   }
@@ -162,7 +182,13 @@ class EmuComm {
     return runRingColl<FnSum<float>>(w, env);
   }
 
+  static constexpr uint32_t kFifoSlots = 64;
   int n_, nCh_;
+  uint32_t launches_ = 0;
+  std::vector<std::vector<DevWork>> fifo_;
+  std::vector<uint32_t> fifoHead_ = std::vector<uint32_t>(64, 60);  // starts near the wrap
+  uint32_t consumed_[64] = {};
+  uint32_t arrivals_[64] = {};
   std::vector<std::unique_ptr<DevComm>> comms_;
   std::vector<std::vector<std::vector<DevPeer>>> peers_;  // [rank][channel][peer]
   std::vector<std::vector<int32_t>> rings_;
