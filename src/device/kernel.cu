@@ -4,7 +4,7 @@
 // (operation, element type) as separate non-inlined device functions, with signed integers
 // folded onto unsigned ones where the bits agree (sum, prod, PreMulSum); copy-only functions are
 // instantiated once, on bytes.
-#include "device/coll/run_work.cuh"
+#include "device/kernel_body.cuh"
 #include "device/kernel_api.h"
 
 namespace weft::dev {
@@ -12,13 +12,13 @@ namespace weft::dev {
 namespace {
 
 template <typename Fn>
-__device__ __noinline__ void runReduceWork(const DevWork* w, WorkEnv env) {
+WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, WorkEnv env) {
   runRingColl<Fn>(*w, env);
 }
 
-__device__ __noinline__ void runCopyWork(const DevWork* w, WorkEnv env) { runRingColl<FnCopy>(*w, env); }
+WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, WorkEnv env) { runRingColl<FnCopy>(*w, env); }
 
-__device__ __noinline__ void runSendRecvWork(const DevWork* w, WorkEnv env) { runSendRecv(*w, env); }
+WEFT_DEV_NOINLINE void runSendRecvWork(const DevWork* w, WorkEnv env) { runSendRecv(*w, env); }
 
 // FoldSigned: the operation gives the same bits for signed and unsigned integers.
 // IntOnly: the operation exists for integer types only.
@@ -87,48 +87,11 @@ __device__ void runWork(const DevWork* w, WorkEnv env) {
   }
 }
 
-struct SimpleKernelSmem {
-  DevWork works[kMaxWorksPerChannel];
-  SimpleShared proto;
-};
-
 }  // namespace
 
 __global__ void __launch_bounds__(kSimpleThreads, 1) weftKernelSimple(DevKernelArgs args) {
   __shared__ SimpleKernelSmem smem;
-  const DevKernelArgs::Block blk = args.blocks[blockIdx.x];
-  const int nWorks = blk.count < kMaxWorksPerChannel ? blk.count : kMaxWorksPerChannel;
-
-  // Copy the items with 8-byte volatile loads: the FIFO is host memory rewritten between
-  // launches, so nothing may come from a cache.
-  constexpr int kWords = sizeof(DevWork) / sizeof(uint64_t);
-  static_assert(sizeof(DevWork) % sizeof(uint64_t) == 0, "DevWork is copied in 8-byte words");
-  for (int i = threadIdx.x; i < nWorks * kWords; i += blockDim.x) {
-    const int w = i / kWords;
-    const DevWork* src = &args.works[(blk.first + (uint32_t)w) & args.worksMask];
-    reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
-        arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
-  }
-  if (threadIdx.x == 0) {
-    for (int g = 0; g < kSimpleMaxGroups; g++)
-      for (int d = 0; d < kSimpleReadyDepth; d++) smem.proto.done[g][d] = 0;
-    smem.proto.aborted = 0;
-  }
-  __syncthreads();
-
-  // Every block has its items: the last one to arrive frees the FIFO slots for the host.
-  if (threadIdx.x == 0 && args.blockArrivals) {
-    if (arch::atomicAddAcqRelGpu(args.blockArrivals, 1) == args.nBlocks - 1) {
-      arch::stRelaxedGpu(args.blockArrivals, 0);
-      if (args.fifoConsumed) arch::stReleaseSys(args.fifoConsumed, args.fifoConsumedValue);
-    }
-  }
-
-  const WorkEnv env{args.comm, blk.channel, &smem.proto};
-  for (int i = 0; i < nWorks; i++) {
-    runWork(&smem.works[i], env);
-    __syncthreads();  // the next item reloads the connections' steps this one saved
-  }
+  simpleKernelBody(args, (int)blockIdx.x, smem, [](const DevWork* w, const WorkEnv& env) { runWork(w, env); });
 }
 
 // ---- host-side queries (kernel_api.h) ----

@@ -9,7 +9,9 @@
 //    that reached it through a barrier or a release/acquire pair) before its later stores.
 #pragma once
 
-#if defined(__HIPCC__)
+#if defined(WEFT_ARCH_HOST_EMULATION)
+#include "device/arch/host_emu.h"  // CPU tests of the data path only
+#elif defined(__HIPCC__)
 #error "weft: the HIP arch layer (arch/hip.cuh) is not written yet"
 #else
 #include "device/arch/cuda.cuh"

@@ -12,11 +12,14 @@
 #include <cuda_fp8.h>
 
 #define WEFT_DEV __device__ __forceinline__
+#define WEFT_DEV_NOINLINE __device__ __noinline__
+#define WEFT_UNROLL _Pragma("unroll")
 
 namespace weft::dev::arch {
 
 constexpr int kWarpSize = 32;
 constexpr int kMaxBlockThreads = 1024;
+constexpr int kDefaultBlockThreads = 512;  // what the protocols are sized for
 constexpr int kNamedBarriers = 16;  // hardware barriers per block; id 0 is __syncthreads
 
 // 16 bytes moved by one vector instruction.
@@ -24,6 +27,7 @@ struct alignas(16) Pack16 {
   uint32_t w[4];
 };
 
+WEFT_DEV int threadId() { return (int)threadIdx.x; }
 WEFT_DEV int laneId() { return threadIdx.x & (kWarpSize - 1); }
 WEFT_DEV int warpId() { return threadIdx.x / kWarpSize; }
 

@@ -26,7 +26,7 @@ namespace weft::dev {
 
 // 512 threads: 15 data warps + the sync warp on NVIDIA. A 17th warp would cost every thread 32
 // registers (registers are split over 4 SM partitions: 5 warps on one of them leave 96 each).
-constexpr int kSimpleWarps = 512 / arch::kWarpSize;
+constexpr int kSimpleWarps = arch::kDefaultBlockThreads / arch::kWarpSize;
 constexpr int kSimpleDataWarps = kSimpleWarps - 1;
 constexpr int kSimpleThreads = kSimpleWarps * arch::kWarpSize;
 constexpr int kSimpleReadyDepth = 2;
@@ -72,7 +72,7 @@ class SimpleLink {
                       ConnInfo* recvConn, ConnInfo* sendConn)
       : sh_(sh), abortFlag_(abortFlag), group_(g.index), recvConn_(recvConn), sendConn_(sendConn) {
     isSync_ = arch::warpId() == g.syncWarp;
-    tid_ = (int)threadIdx.x - g.firstWarp * arch::kWarpSize;
+    tid_ = arch::threadId() - g.firstWarp * arch::kWarpSize;
     nDataWarps_ = g.nDataWarps;
     barrierBase_ = 1 + g.index * kSimpleReadyDepth;
     nBarThreads_ = (g.nDataWarps + 1) * arch::kWarpSize;
@@ -100,7 +100,7 @@ class SimpleLink {
   WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
 
   // Sync warp, whole warp: wait until the next slice may start, then release it.
-  __device__ __noinline__ void syncSlice(bool recv, bool send) {
+  WEFT_DEV_NOINLINE void syncSlice(bool recv, bool send) {
     if (arch::laneId() == 0) waitSlice(recv, send);
     arch::syncWarp();
     arch::barArrive(barrierBase_ + (int)(slice_ % kSimpleReadyDepth), nBarThreads_);
@@ -122,7 +122,7 @@ class SimpleLink {
   }
 
   // Sync warp: publish what is still pending and save the step counters. Call once, at the end.
-  __device__ __noinline__ void finish() {
+  WEFT_DEV_NOINLINE void finish() {
     if (!isSync_) return;
     if (arch::laneId() == 0) {
       while (posted_ < readied_) publishCompleted();
@@ -140,7 +140,7 @@ class SimpleLink {
   }
 
   // Sync warp lane 0.
-  __device__ __noinline__ void waitSlice(bool recv, bool send) {
+  WEFT_DEV_NOINLINE void waitSlice(bool recv, bool send) {
     if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
     int spins = 0;
     for (;;) {
@@ -170,7 +170,7 @@ class SimpleLink {
   // Sync warp lane 0: publish every released slice, oldest first, that all data warps finished.
   // Slot d's counter reaches (j+1)*nDataWarps exactly when the j-th slice using slot d is done,
   // because that slot's next slice is only released after this one is published.
-  __device__ __noinline__ void publishCompleted() {
+  WEFT_DEV_NOINLINE void publishCompleted() {
     uint64_t tail = 0, head = 0;
     while (posted_ < readied_) {
       int d = (int)(posted_ % kSimpleReadyDepth);
@@ -243,7 +243,7 @@ class SimplePrims : public SimpleLink {
   // Every primitive goes through this one non-inlined function per functor, which holds the
   // copy loops of all variants. ptxas's whole-program time grows with the square of the number
   // of device functions, so each functor must add as few as possible.
-  __device__ __noinline__ void run(int kind, int64_t inOff, int64_t outOff, int64_t n) {
+  WEFT_DEV_NOINLINE void run(int kind, int64_t inOff, int64_t outOff, int64_t n) {
     switch (kind) {
       case kSend: op<false, true, true, false, false>(inOff, outOff, n); break;
       case kRecv: op<true, false, false, true, false>(inOff, outOff, n); break;

@@ -16,7 +16,7 @@ namespace weft::dev {
 template <typename T>
 WEFT_DEV T elemFromBits(uint64_t bits) {
   T v;
-  memcpy(&v, &bits, sizeof(T));  // little-endian: the low bytes hold the value
+  memcpy(static_cast<void*>(&v), &bits, sizeof(T));  // little-endian: the low bytes hold the value
   return v;
 }
 

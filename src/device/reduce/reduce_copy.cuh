@@ -25,7 +25,7 @@ template <typename T>
 WEFT_DEV T loadElem(const char* p, bool natural) {
   if (natural) return arch::bitCast<T>((typename UintOf<sizeof(T)>::T)arch::ldN<sizeof(T)>(p));
   uint64_t bits = 0;
-#pragma unroll
+WEFT_UNROLL
   for (int b = 0; b < (int)sizeof(T); b++) bits |= arch::ldN<1>(p + b) << (8 * b);
   return elemFromBits<T>(bits);
 }
@@ -38,7 +38,7 @@ WEFT_DEV void storeElem(char* p, T v, bool natural) {
     arch::stN<sizeof(T)>(p, bits);
     return;
   }
-#pragma unroll
+WEFT_UNROLL
   for (int b = 0; b < (int)sizeof(T); b++) arch::stN<1>(p + b, bits >> (8 * b));
 }
 
@@ -60,7 +60,7 @@ WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
   constexpr int U = kCopyUnroll;
   for (int64_t base = tid; base < nPacks; base += (int64_t)nThreads * U) {
     Pack16 a[U], b[U];
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t p = base + (int64_t)u * nThreads;
       if (p < nPacks) {
@@ -68,7 +68,7 @@ WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
         if constexpr (NSrcs == 2) b[u] = arch::ld16(s1 + p * 16);
       }
     }
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t p = base + (int64_t)u * nThreads;
       if (p < nPacks) {
@@ -90,7 +90,7 @@ WEFT_DEV void elemLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
   constexpr int64_t S = sizeof(T);
   for (int64_t base = 0; base < n; base += (int64_t)nThreads * U) {
     T a[U], b[U];
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) {
@@ -98,7 +98,7 @@ WEFT_DEV void elemLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
         if constexpr (NSrcs == 2) b[u] = loadElem<T>(s1 + i * S, natural);
       }
     }
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) {
@@ -110,17 +110,19 @@ WEFT_DEV void elemLoop(const Fn& fn, int tid, int nThreads, const char* s0, cons
   }
 }
 
-// Fewer elements than threads (the parts before and after the 16-byte-aligned body): one each.
+// The few (< 16) elements before and after the 16-byte-aligned body.
 template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
-WEFT_DEV void edgeElems(const Fn& fn, int tid, const char* s0, const char* s1, char* d0, char* d1, int64_t n) {
+WEFT_DEV void edgeElems(const Fn& fn, int tid, int nThreads, const char* s0, const char* s1, char* d0, char* d1,
+                        int64_t n) {
   using T = typename Fn::Elem;
   constexpr int64_t S = sizeof(T);
-  if (tid >= n) return;
-  T a = loadElem<T>(s0 + tid * S, true);
-  T b = NSrcs == 2 ? loadElem<T>(s1 + tid * S, true) : a;
-  T v = combine<Fn, NSrcs, Pre, Post>(fn, a, b);
-  storeElem<T>(d0 + tid * S, v, true);
-  if constexpr (NDsts == 2) storeElem<T>(d1 + tid * S, v, true);
+  for (int64_t i = tid; i < n; i += nThreads) {
+    T a = loadElem<T>(s0 + i * S, true);
+    T b = NSrcs == 2 ? loadElem<T>(s1 + i * S, true) : a;
+    T v = combine<Fn, NSrcs, Pre, Post>(fn, a, b);
+    storeElem<T>(d0 + i * S, v, true);
+    if constexpr (NDsts == 2) storeElem<T>(d1 + i * S, v, true);
+  }
 }
 
 // n words of W bytes (W = 1, 2, 4, 8), pointers aligned to W.
@@ -129,12 +131,12 @@ WEFT_DEV void wordCopyLoop(int tid, int nThreads, const char* s, char* d0, char*
   constexpr int U = 2 * kCopyUnroll;
   for (int64_t base = 0; base < n; base += (int64_t)nThreads * U) {
     uint64_t v[U];
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) v[u] = arch::ldN<W>(s + i * W);
     }
-#pragma unroll
+WEFT_UNROLL
     for (int u = 0; u < U; u++) {
       int64_t i = base + tid + u * nThreads;
       if (i < n) {
@@ -150,7 +152,7 @@ WEFT_DEV uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); 
 // Byte copy to one or two destinations, any alignment. Not inlined: one copy serves every
 // collective and element type.
 template <int NDsts>
-__device__ __noinline__ void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
+WEFT_DEV_NOINLINE void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
                                        int64_t nBytes) {
   // Widest word size W for which all pointers have the same offset modulo W.
   uintptr_t diff = (addr(s) ^ addr(d0)) | (NDsts == 2 ? (addr(s) ^ addr(d1)) : 0);
@@ -208,15 +210,13 @@ WEFT_DEV void reduceCopy(const Fn& fn, int tid, int nThreads, const void* src0, 
     // Same offset modulo 16 everywhere: elements up to the next 16-byte boundary, packs, tail.
     int64_t head = (int64_t)((16 - (a0 & 15)) & 15) / S;
     if (head > n) head = n;
-    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, s0, s1, d0, d1, head);
+    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, s0, s1, d0, d1, head);
     int64_t off = head * S;
     int64_t nPacks = (n - head) * S / 16;
     detail::packLoop<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, s0 + off, NSrcs == 2 ? s1 + off : nullptr, d0 + off,
                                                    NDsts == 2 ? d1 + off : nullptr, nPacks);
     off += nPacks * 16;
-    // The tail is shorter than one pack: fewer than 16 elements, so one per thread suffices
-    // (callers always have at least 16 data threads).
-    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, s0 + off, NSrcs == 2 ? s1 + off : nullptr, d0 + off,
+    detail::edgeElems<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, s0 + off, NSrcs == 2 ? s1 + off : nullptr, d0 + off,
                                                    NDsts == 2 ? d1 + off : nullptr, n - off / S);
   }
 }

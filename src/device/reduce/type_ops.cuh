@@ -28,7 +28,7 @@ WEFT_DEV void packSet(Pack16& p, int i, T v) {
 template <typename T, typename F>
 WEFT_DEV Pack16 packMap(const Pack16& a, F f) {
   Pack16 r;
-#pragma unroll
+WEFT_UNROLL
   for (int i = 0; i < (int)(16 / sizeof(T)); i++) packSet<T>(r, i, f(packGet<T>(a, i)));
   return r;
 }
@@ -36,7 +36,7 @@ WEFT_DEV Pack16 packMap(const Pack16& a, F f) {
 template <typename T, typename F>
 WEFT_DEV Pack16 packMap2(const Pack16& a, const Pack16& b, F f) {
   Pack16 r;
-#pragma unroll
+WEFT_UNROLL
   for (int i = 0; i < (int)(16 / sizeof(T)); i++)
     packSet<T>(r, i, f(packGet<T>(a, i), packGet<T>(b, i)));
   return r;
@@ -46,7 +46,7 @@ WEFT_DEV Pack16 packMap2(const Pack16& a, const Pack16& b, F f) {
 template <typename F>
 WEFT_DEV Pack16 wordMap2(const Pack16& a, const Pack16& b, F f) {
   Pack16 r;
-#pragma unroll
+WEFT_UNROLL
   for (int i = 0; i < 4; i++) r.w[i] = f(a.w[i], b.w[i]);
   return r;
 }
@@ -166,7 +166,7 @@ struct Fp8Ops {
   template <typename F>
   static WEFT_DEV Pack16 pairMap2(const Pack16& a, const Pack16& b, F f) {
     Pack16 r;
-#pragma unroll
+WEFT_UNROLL
     for (int i = 0; i < 8; i++) {
       float2 x = toFloat2(packGet<uint16_t>(a, i)), y = toFloat2(packGet<uint16_t>(b, i));
       packSet<uint16_t>(r, i, fromFloat2(make_float2(f(x.x, y.x), f(x.y, y.y))));

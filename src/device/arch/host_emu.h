@@ -1,0 +1,167 @@
+// A CPU stand-in for the arch layer, for host unit tests of the device code: memory accesses
+// become memcpy or GCC atomics, SIMD intrinsics are emulated, and each GPU thread of a block is
+// an OS thread (tests set the thread's index and block with EmuThread). Blocks are small here
+// (kWarpSize 4, 32 threads) so that a CPU can run several ranks' blocks at once.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define WEFT_DEV inline
+#define WEFT_DEV_NOINLINE __attribute__((noinline))
+#define WEFT_UNROLL
+
+namespace weft::dev::arch {
+
+constexpr int kWarpSize = 4;
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kDefaultBlockThreads = 32;
+constexpr int kNamedBarriers = 16;
+
+// A barrier that counts arriving threads, as the hardware's named barriers do.
+struct EmuBarrier {
+  std::mutex m;
+  std::condition_variable cv;
+  int count = 0;
+  uint64_t generation = 0;
+  void arrive(int n, bool wait) {
+    std::unique_lock<std::mutex> lk(m);
+    uint64_t g = generation;
+    if (++count == n) {
+      count = 0;
+      generation++;
+      cv.notify_all();
+      return;
+    }
+    if (wait) cv.wait(lk, [&] { return generation != g; });
+  }
+};
+
+struct EmuBlock {
+  explicit EmuBlock(int nThreads) : nThreads(nThreads), warps(nThreads / kWarpSize) {}
+  int nThreads;
+  EmuBarrier block;
+  EmuBarrier named[kNamedBarriers];
+  std::vector<EmuBarrier> warps;
+};
+
+struct EmuThreadState {
+  unsigned x = 0;
+  EmuBlock* block = nullptr;
+};
+inline thread_local EmuThreadState threadIdx;
+
+inline int threadId() { return (int)threadIdx.x; }
+inline int laneId() { return (int)threadIdx.x & (kWarpSize - 1); }
+inline int warpId() { return (int)threadIdx.x / kWarpSize; }
+inline void syncWarp() { threadIdx.block->warps[warpId()].arrive(kWarpSize, true); }
+inline void syncBlock() { threadIdx.block->block.arrive(threadIdx.block->nThreads, true); }
+inline void barSync(int id, int n) { threadIdx.block->named[id].arrive(n, true); }
+inline void barArrive(int id, int n) { threadIdx.block->named[id].arrive(n, false); }
+
+template <typename T>
+inline T* unv(volatile T* p) { return const_cast<T*>(p); }
+template <typename T>
+inline T* unv(const volatile T* p) { return const_cast<T*>(p); }
+
+inline uint64_t ldAcquireSys(const volatile uint64_t* p) {
+  std::this_thread::yield();  // every spin loop polls through here
+  return __atomic_load_n(unv(p), __ATOMIC_ACQUIRE);
+}
+inline uint64_t ldRelaxedSys(const volatile uint64_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
+inline uint32_t ldRelaxedSys(const volatile uint32_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
+inline void stRelaxedSys(volatile uint64_t* p, uint64_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELAXED); }
+inline void stReleaseSys(volatile uint32_t* p, uint32_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELEASE); }
+inline void fenceAcqRelSys() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void fenceAcqRelGpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline uint32_t atomicAddAcqRelGpu(uint32_t* p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+inline void stRelaxedGpu(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+inline uint32_t ldAcquireCtaShared(const uint32_t* p) {
+  std::this_thread::yield();
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+inline uint32_t ldVolatileShared(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+inline void stVolatileShared(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+inline void redAddReleaseCtaShared(uint32_t* p, uint32_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+
+struct alignas(16) Pack16 {
+  uint32_t w[4];
+};
+
+template <typename To, typename From>
+inline To bitCast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bitCast needs equal sizes");
+  To to;
+  std::memcpy(static_cast<void*>(&to), &from, sizeof(To));
+  return to;
+}
+
+inline Pack16 ld16(const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16) std::abort();  // the GPU would fault
+  Pack16 v;
+  std::memcpy(&v, p, 16);
+  return v;
+}
+inline void st16(void* p, const Pack16& v) {
+  if (reinterpret_cast<uintptr_t>(p) % 16) std::abort();
+  std::memcpy(p, &v, 16);
+}
+template <int Bytes>
+inline uint64_t ldN(const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % Bytes) std::abort();
+  uint64_t v = 0;
+  std::memcpy(&v, p, Bytes);
+  return v;
+}
+template <int Bytes>
+inline void stN(void* p, uint64_t v) {
+  if (reinterpret_cast<uintptr_t>(p) % Bytes) std::abort();
+  std::memcpy(p, &v, Bytes);
+}
+inline void trap() { std::abort(); }
+
+}  // namespace weft::dev::arch
+
+// Byte-wise SIMD of the CUDA video instructions.
+namespace weft::dev::emu {
+template <typename F>
+inline unsigned bytewise(unsigned a, unsigned b, F f) {
+  unsigned r = 0;
+  for (int i = 0; i < 4; i++) r |= (unsigned)(uint8_t)f((a >> (8 * i)) & 0xff, (b >> (8 * i)) & 0xff) << (8 * i);
+  return r;
+}
+}  // namespace weft::dev::emu
+inline unsigned __vadd4(unsigned a, unsigned b) { return weft::dev::emu::bytewise(a, b, [](unsigned x, unsigned y) { return x + y; }); }
+inline unsigned __vminu4(unsigned a, unsigned b) { return weft::dev::emu::bytewise(a, b, [](unsigned x, unsigned y) { return x < y ? x : y; }); }
+inline unsigned __vmaxu4(unsigned a, unsigned b) { return weft::dev::emu::bytewise(a, b, [](unsigned x, unsigned y) { return x < y ? y : x; }); }
+inline unsigned __vmins4(unsigned a, unsigned b) {
+  return weft::dev::emu::bytewise(a, b, [](unsigned x, unsigned y) { return (int8_t)x < (int8_t)y ? x : y; });
+}
+inline unsigned __vmaxs4(unsigned a, unsigned b) {
+  return weft::dev::emu::bytewise(a, b, [](unsigned x, unsigned y) { return (int8_t)x < (int8_t)y ? y : x; });
+}
+// fma of half/bfloat16 is device-only in the CUDA headers; through double it rounds once.
+inline __half __hfma(__half a, __half b, __half c) {
+  return __double2half((double)__half2float(a) * __half2float(b) + __half2float(c));
+}
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
+  return __halves2half2(__hfma(__low2half(a), __low2half(b), __low2half(c)), __hfma(__high2half(a), __high2half(b), __high2half(c)));
+}
+inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+  return __double2bfloat16((double)__bfloat162float(a) * __bfloat162float(b) + __bfloat162float(c));
+}
+inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
+  return __halves2bfloat162(__hfma(__low2bfloat16(a), __low2bfloat16(b), __low2bfloat16(c)),
+                            __hfma(__high2bfloat16(a), __high2bfloat16(b), __high2bfloat16(c)));
+}

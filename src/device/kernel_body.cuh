@@ -1,0 +1,55 @@
+// What one block of a kernel launch does, apart from the choice of work runner: copy its items
+// from the FIFO to shared memory, free the FIFO slots once every block has its items (the last
+// block to arrive publishes fifoConsumedValue and resets the arrival counter), run the items in
+// order. Separate from kernel.cu so that CPU tests can run it with a few runners.
+#pragma once
+
+#include "device/coll/run_work.cuh"
+
+namespace weft::dev {
+
+struct SimpleKernelSmem {
+  DevWork works[kMaxWorksPerChannel];
+  SimpleShared proto;
+};
+
+// Called by every thread of block `block`; runWork(const DevWork*, const WorkEnv&) runs one item.
+template <typename RunWork>
+WEFT_DEV void simpleKernelBody(const DevKernelArgs& args, int block, SimpleKernelSmem& smem, RunWork runWork) {
+  const DevKernelArgs::Block blk = args.blocks[block];
+  const int nWorks = blk.count < kMaxWorksPerChannel ? blk.count : kMaxWorksPerChannel;
+  const int tid = arch::threadId();
+
+  // Copy the items with 8-byte volatile loads: the FIFO is host memory rewritten between
+  // launches, so nothing may come from a cache.
+  constexpr int kWords = sizeof(DevWork) / sizeof(uint64_t);
+  static_assert(sizeof(DevWork) % sizeof(uint64_t) == 0, "DevWork is copied in 8-byte words");
+  for (int i = tid; i < nWorks * kWords; i += kSimpleThreads) {
+    const int w = i / kWords;
+    const DevWork* src = &args.works[(blk.first + (uint32_t)w) & args.worksMask];
+    reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
+        arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
+  }
+  if (tid == 0) {
+    for (int g = 0; g < kSimpleMaxGroups; g++)
+      for (int d = 0; d < kSimpleReadyDepth; d++) smem.proto.done[g][d] = 0;
+    smem.proto.aborted = 0;
+  }
+  arch::syncBlock();
+
+  // Every block has its items: the last one to arrive frees the FIFO slots for the host.
+  if (tid == 0 && args.blockArrivals) {
+    if (arch::atomicAddAcqRelGpu(args.blockArrivals, 1) == args.nBlocks - 1) {
+      arch::stRelaxedGpu(args.blockArrivals, 0);
+      if (args.fifoConsumed) arch::stReleaseSys(args.fifoConsumed, args.fifoConsumedValue);
+    }
+  }
+
+  const WorkEnv env{args.comm, blk.channel, &smem.proto};
+  for (int i = 0; i < nWorks; i++) {
+    runWork(&smem.works[i], env);
+    arch::syncBlock();  // the next item reloads the connections' steps this one saved
+  }
+}
+
+}  // namespace weft::dev
