@@ -24,7 +24,6 @@ const std::string kSharedExportsList = std::string(WEFT_SOURCE_DIR) + "/../share
 
 // Names whose implementation is being written on another branch; until it is merged their absence
 // is reported but tolerated. Empty this set once ncclGetUniqueId is on main.
-const std::set<std::string> kArrivingSoon = {"ncclGetUniqueId", "pncclGetUniqueId"};
 
 std::string run(const std::string& command) {
   std::string out;
@@ -103,10 +102,6 @@ TEST(Exports, ExactlyNccl2289Names) {
   }
   for (const std::string& name : expected) {
     if (symbols.count(name)) continue;
-    if (kArrivingSoon.count(name)) {
-      std::printf("NOTE: %s is not exported yet (tolerated until its branch is merged)\n", name.c_str());
-      continue;
-    }
     ADD_FAILURE() << "missing export: " << name;
   }
 }
