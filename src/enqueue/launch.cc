@@ -71,6 +71,7 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
   if (capturing) {
     void* host = nullptr;
     void* devView = nullptr;
+    runtime::RelaxedCaptureMode relaxed;  // an allocation is not allowed in a strict capture
     WEFT_TRY(runtime::hostAllocMapped(&host, sizeof(dev::DevWork) * total));
     comm->graphWorkBuffers.push_back(host);
     WEFT_TRY(runtime::hostDevicePointer(host, &devView));

@@ -351,3 +351,21 @@ void destroyStreamQuiet(Stream stream) { (void)streamDestroy(stream); }
 void destroyEventQuiet(Event event) { (void)eventDestroy(event); }
 
 }  // namespace weft::runtime
+
+namespace weft::runtime {
+
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    mode = cudaStreamCaptureModeRelaxed;
+  }
+  saved_ = (int)mode;
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  cudaStreamCaptureMode mode = (cudaStreamCaptureMode)saved_;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) (void)cudaGetLastError();
+}
+
+}  // namespace weft::runtime

@@ -107,6 +107,19 @@ struct CaptureInfo {
 // ---------------------------------------------------------------------------------------------
 // RAII
 
+// While alive, lets the calling thread make allocation calls (which CUDA forbids while a stream
+// capture in global or thread-local mode is active); the previous capture mode comes back after.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode();
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Switches the calling thread to another device and back on destruction.
 class ScopedDevice {
  public:

@@ -33,7 +33,7 @@ ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& ri
 std::vector<int> ConnectionPlan::sendChannels(int peer) const {
   std::vector<int> out;
   for (int c = 0; c < nChannels; ++c) {
-    if (peer == rank ? c == 0 : (bool)sendOn[c][peer]) out.push_back(c);
+    if (peer == rank || sendOn[c][peer]) out.push_back(c);
   }
   return out;
 }
@@ -41,7 +41,7 @@ std::vector<int> ConnectionPlan::sendChannels(int peer) const {
 std::vector<int> ConnectionPlan::recvChannels(int peer) const {
   std::vector<int> out;
   for (int c = 0; c < nChannels; ++c) {
-    if (peer == rank ? c == 0 : (bool)recvOn[c][peer]) out.push_back(c);
+    if (peer == rank || recvOn[c][peer]) out.push_back(c);
   }
   return out;
 }

@@ -25,7 +25,7 @@ struct ConnectionPlan {
 };
 
 // rings[c] lists the ranks of channel c's ring in order. The rank itself is never connected to
-// itself (self traffic is a local copy).
+// itself: self traffic is a local copy, spread over every channel.
 ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels);
 
 }  // namespace weft::transport

@@ -36,7 +36,7 @@ TEST(ConnectionPlan, RingNeighboursOnEveryChannelOthersOnP2pChannelsOnly) {
   EXPECT_EQ(plan.recvChannels(0), (std::vector<int>{0, 1, 2, 3, 4, 5}));  // previous in ring
   EXPECT_EQ(plan.sendChannels(3), (std::vector<int>{0, 1}));
   EXPECT_EQ(plan.recvChannels(3), (std::vector<int>{0, 1}));
-  EXPECT_EQ(plan.sendChannels(1), (std::vector<int>{0}));  // self: a local copy on channel 0
+  EXPECT_EQ(plan.sendChannels(1), (std::vector<int>{0, 1, 2, 3, 4, 5}));  // self: local copies on every channel
   EXPECT_EQ(plan.recvConnectionCount(), 6 + 2 * 2);
 }
 
