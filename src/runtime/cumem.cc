@@ -77,4 +77,16 @@ Status cuMemUsable(int device, bool* usable) {
   return ncclSuccess;
 }
 
+namespace cumem {
+
+void releaseMapping(const DriverApi& api, CUdeviceptr va, size_t bytes, bool mapped,
+                    CUmemGenericAllocationHandle handle) {
+  if (mapped && api.cuMemUnmap(va, bytes) != CUDA_SUCCESS) WEFT_WARN("cuMemUnmap(0x%llx) failed", (unsigned long long)va);
+  if (va != 0 && api.cuMemAddressFree(va, bytes) != CUDA_SUCCESS) {
+    WEFT_WARN("cuMemAddressFree(0x%llx) failed", (unsigned long long)va);
+  }
+  if (handle != 0 && api.cuMemRelease(handle) != CUDA_SUCCESS) WEFT_WARN("cuMemRelease failed");
+}
+
+}  // namespace cumem
 }  // namespace weft::runtime

@@ -21,6 +21,11 @@ namespace weft::runtime::cumem {
 // Grants read/write access to [va, va+bytes) to each runtime device in `devices`.
 [[nodiscard]] Status setAccess(const DriverApi& api, CUdeviceptr va, size_t bytes, const std::vector<int>& devices);
 
+// Undoes a mapping in reverse order of acquisition (mapping, address range, physical memory); parts
+// never acquired are 0/false and skipped. Failures warn: this runs in destructors.
+void releaseMapping(const DriverApi& api, CUdeviceptr va, size_t bytes, bool mapped,
+                    CUmemGenericAllocationHandle handle);
+
 constexpr size_t roundUp(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 }  // namespace weft::runtime::cumem

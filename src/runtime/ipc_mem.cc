@@ -165,13 +165,7 @@ void ImportedMem::reset() {
   if (onDevice.set(device_) == ncclSuccess) {
     if (kind_ == MemKind::kCuMemFd) {
       const DriverApi* api = nullptr;
-      if (driverApi(&api) == ncclSuccess) {
-        if (mapped_ && api->cuMemUnmap(va_, reserved_) != CUDA_SUCCESS) WEFT_WARN("cuMemUnmap(0x%llx) failed", va_);
-        if (va_ != 0 && api->cuMemAddressFree(va_, reserved_) != CUDA_SUCCESS) {
-          WEFT_WARN("cuMemAddressFree(0x%llx) failed", va_);
-        }
-        if (handle_ != 0 && api->cuMemRelease(handle_) != CUDA_SUCCESS) WEFT_WARN("cuMemRelease failed");
-      }
+      if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, reserved_, mapped_, handle_);
     } else if (base_ != nullptr) {
       cudaError_t e = cudaIpcCloseMemHandle(base_);
       if (e != cudaSuccess) (void)detail::reportCudaError(e, "cudaIpcCloseMemHandle(base_)", __FILE__, __LINE__);

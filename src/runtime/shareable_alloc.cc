@@ -114,14 +114,7 @@ void ShareableAlloc::reset() {
   if (onOwner.set(device_) == ncclSuccess) {
     if (kind_ == MemKind::kCuMemFd) {
       const DriverApi* api = nullptr;
-      if (driverApi(&api) == ncclSuccess) {
-        // Reverse order of acquisition: the mapping, the address range, the physical memory.
-        if (mapped_ && api->cuMemUnmap(va_, bytes_) != CUDA_SUCCESS) WEFT_WARN("cuMemUnmap(%p) failed", ptr_);
-        if (va_ != 0 && api->cuMemAddressFree(va_, bytes_) != CUDA_SUCCESS) {
-          WEFT_WARN("cuMemAddressFree(0x%llx) failed", va_);
-        }
-        if (handle_ != 0 && api->cuMemRelease(handle_) != CUDA_SUCCESS) WEFT_WARN("cuMemRelease failed");
-      }
+      if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, bytes_, mapped_, handle_);
     } else if (ptr_ != nullptr) {
       (void)deviceFree(ptr_);
     }
