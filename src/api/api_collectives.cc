@@ -210,14 +210,15 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
     return inGroup([&]() -> Status {
+      // In place: the root's own block is already where it belongs.
+      bool inPlaceRoot = comm->rank == root && (const char*)recvbuff + root * block == sendbuff;
       if (comm->rank == root) {
         for (int p = 0; p < comm->nRanks; ++p) {
-          char* dst = (char*)recvbuff + p * block;
-          if (p == root && dst == sendbuff) continue;  // in place: the root's block is already there
-          WEFT_TRY(queueExchange(comm, t, TaskKind::kRecv, p, nullptr, dst));
+          if (p == root && inPlaceRoot) continue;
+          WEFT_TRY(queueExchange(comm, t, TaskKind::kRecv, p, nullptr, (char*)recvbuff + p * block));
         }
-        if ((char*)recvbuff + root * block == sendbuff) return ncclSuccess;
       }
+      if (inPlaceRoot) return ncclSuccess;
       return queueExchange(comm, t, TaskKind::kSend, root, sendbuff, nullptr);
     });
   });
