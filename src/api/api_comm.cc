@@ -16,8 +16,33 @@
 namespace weft::api {
 namespace {
 
-// Starts the creation of one communicator whose handle is already allocated: now (blocking,
-// outside a group), on its own thread (non-blocking), or at the group's end.
+using DeferFn = void (*)(std::function<Status()>, bool);
+
+// Runs a communicator job that waits for the peers (creation, finalization): now; at the group's
+// end (through `defer`) when inside a group, beside the other communicators' jobs; and for a
+// non-blocking communicator on its own thread, which reports through ncclCommGetAsyncError.
+Status runCommJob(ncclComm* comm, std::function<Status()> job, DeferFn defer) {
+  if (!comm->config.blocking) {
+    comm->asyncError.store(ncclInProgress);
+    auto start = [comm, job]() -> Status {
+      if (comm->initThread.joinable()) comm->initThread.join();
+      comm->initThread = std::thread([job] { (void)job(); });
+      return ncclInProgress;
+    };
+    if (enqueue::inGroup()) {
+      defer(start, /*blocking=*/false);
+      return ncclSuccess;
+    }
+    return start();
+  }
+  if (enqueue::inGroup()) {
+    defer(job, /*blocking=*/true);
+    return ncclSuccess;
+  }
+  return job();
+}
+
+// Starts the creation of one communicator whose handle is already allocated.
 Status startInit(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank, int cudaDev) {
   comm->rank = rank;
   comm->nRanks = nRanks;
@@ -26,22 +51,7 @@ Status startInit(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   auto job = [comm, ids, nRanks, rank, cudaDev]() -> Status {
     return core::initCommunicator(comm, ids, nRanks, rank, cudaDev);
   };
-  if (!comm->config.blocking) {
-    auto start = [comm, job]() -> Status {
-      comm->initThread = std::thread([job] { (void)job(); });
-      return ncclInProgress;
-    };
-    if (enqueue::inGroup()) {
-      enqueue::deferInit(start, /*blocking=*/false);
-      return ncclSuccess;
-    }
-    return start();
-  }
-  if (enqueue::inGroup()) {
-    enqueue::deferInit(job, /*blocking=*/true);
-    return ncclSuccess;
-  }
-  return job();
+  return runCommJob(comm, job, enqueue::deferInit);
 }
 
 void destroyNow(ncclComm* comm) {
@@ -133,7 +143,12 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return guard("ncclCommFinalize", [&]() -> Status {
     WEFT_TRY(core::checkCommUsable(comm, "ncclCommFinalize"));
-    return core::finalizeCommunicator(comm);
+    auto job = [comm]() -> Status {
+      Status s = core::finalizeCommunicator(comm);
+      comm->asyncError.store(s);
+      return s;
+    };
+    return runCommJob(comm, job, enqueue::deferFinalize);
   });
 }
 

@@ -1,5 +1,7 @@
 #include "core/comm_init.h"
 
+#include "enqueue/launch.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "core/peer_info.h"
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
+#include "enqueue/launch.h"
 #include "runtime/gpu.h"
 #include "transport/p2p/p2p_connections.h"
 
@@ -23,6 +26,9 @@ const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
 const param::IntParam kMaxChannels{"NCCL_MAX_NCHANNELS", -2};
 const param::IntParam kDefaultChannels{"NCCL_WEFT_NCHANNELS", 16};
 const param::IntParam kP2pChannels{"NCCL_WEFT_P2P_NCHANNELS", 4};
+// Data warps of a SendRecv item's send part when it also receives: sending pushes over the link,
+// receiving copies locally (faster), so the send side gets more than half.
+const param::IntParam kP2pSendWarps{"NCCL_WEFT_P2P_SEND_WARPS", 0};
 const param::IntParam kAllowSharedGpu{"NCCL_WEFT_ALLOW_GPU_SHARING", 0};  // tests only
 const param::IntParam kFifoSlots{"NCCL_WORK_FIFO_DEPTH", 1 << 12};
 
@@ -96,6 +102,7 @@ Status setupDeviceState(ncclComm* comm) {
   hostCopy.rank = comm->rank;
   hostCopy.nRanks = comm->nRanks;
   hostCopy.nChannels = comm->nChannels;
+  hostCopy.p2pSendWarps = (int32_t)kP2pSendWarps.get();  // 0: the kernel's default split
   hostCopy.abortFlag = comm->abortFlagDev;
   for (int c = 0; c < comm->nChannels; ++c) {
     const std::vector<int>& ring = comm->rings[c];
@@ -124,6 +131,7 @@ Status setupDeviceState(ncclComm* comm) {
 
   WEFT_TRY(runtime::eventCreate(&comm->lastLaunchEvent));
   WEFT_TRY(runtime::eventCreate(&comm->joinEvent));
+  WEFT_TRY(enqueue::refillGraphPool(comm, 0));
   return ncclSuccess;
 }
 

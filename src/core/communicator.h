@@ -75,6 +75,11 @@ struct ncclComm {
   cudaEvent_t lastLaunchEvent = nullptr;   // orders launches across user streams
   cudaEvent_t joinEvent = nullptr;         // joins a group's other streams to the launch stream
   std::vector<void*> graphWorkBuffers;     // work items of launches captured in CUDA graphs
+  // Where the next captured launch puts its items: the rest of the newest graph work buffer
+  // (pinned, mapped). Buffers are made ahead of captures, since allocating during one may break it.
+  weft::dev::DevWork* graphPoolHost = nullptr;
+  weft::dev::DevWork* graphPoolDev = nullptr;
+  uint32_t graphPoolLeft = 0;
   std::vector<void*> deviceAllocations;    // rings and peer tables of the device state
   cudaStream_t lastLaunchStream = nullptr;
   bool haveLaunched = false;

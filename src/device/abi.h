@@ -90,7 +90,7 @@ struct DevComm {
   int32_t rank;
   int32_t nRanks;
   int32_t nChannels;
-  int32_t pad0;
+  int32_t p2pSendWarps;  // SendRecv with both parts: data warps of the send part (the rest receive)
   volatile uint32_t* abortFlag;  // host-mapped; non-zero: every spin loop gives up and the kernel exits
   DevChannel channels[kMaxChannels];
 };

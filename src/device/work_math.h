@@ -40,7 +40,8 @@
 //     receive part: recvCount elements into recvBuff + recvOffset from recvPeer (-1: none).
 //     The two parts run concurrently (separate warps), so an exchange with one peer cannot
 //     deadlock. A self pair (sendPeer == recvPeer == rank) is a local copy of chanCount elements
-//     (chanCount must equal recvCount).
+//     (chanCount must equal recvCount); it touches no connection, so the host may give it to a
+//     block whose channel id is beyond DevComm.nChannels (a "copy lane").
 //   - byte counts of a send part and of the matching receive part (same channel, peer's item)
 //     must be equal, and so must chunkElems * dataTypeBytes on both sides (p2pChunkElems() is
 //     the reference). Items of one channel run in order: pair sends and receives in the same

@@ -20,13 +20,14 @@ struct GroupState {
   Status error = ncclSuccess;
   std::vector<ncclComm*> comms;  // communicators with queued tasks, in first-use order
   std::vector<InitJob> inits;
+  std::vector<InitJob> finalizes;
 };
 
 thread_local GroupState tGroup;
 
-// Runs the deferred creations concurrently (each waits for the others' rendezvous) and joins
-// them. A non-blocking creation's job only starts its own thread and answers ncclInProgress.
-Status runInits(std::vector<InitJob> jobs) {
+// Runs deferred communicator jobs (creations, finalizations) concurrently, since each waits for
+// its peers, and joins them. A non-blocking job only starts its own thread and answers ncclInProgress.
+Status runJobs(std::vector<InitJob> jobs) {
   if (jobs.empty()) return ncclSuccess;
   std::vector<Status> results(jobs.size(), ncclSuccess);
   if (jobs.size() == 1) {
@@ -42,15 +43,6 @@ Status runInits(std::vector<InitJob> jobs) {
     pending = pending || s == ncclInProgress;
   }
   return pending ? ncclInProgress : ncclSuccess;
-}
-
-Status launchAll(std::vector<ncclComm*> comms) {
-  Status first = ncclSuccess;
-  for (ncclComm* comm : comms) {
-    Status s = launchQueued(comm);
-    if (isError(s) && !isError(first)) first = s;
-  }
-  return first;
 }
 
 void dropQueued(const std::vector<ncclComm*>& comms) {
@@ -80,13 +72,15 @@ Status groupEnd() {
               ncclGetErrorString(group.error));
     return group.error;
   }
-  Status initStatus = runInits(std::move(group.inits));
+  Status initStatus = runJobs(std::move(group.inits));
   if (isError(initStatus)) {
     dropQueued(group.comms);
     return initStatus;
   }
-  WEFT_TRY(launchAll(std::move(group.comms)));
-  return initStatus;
+  WEFT_TRY(launchQueued(group.comms));
+  Status finalizeStatus = runJobs(std::move(group.finalizes));
+  if (isError(finalizeStatus)) return finalizeStatus;
+  return initStatus == ncclInProgress ? initStatus : finalizeStatus;
 }
 
 Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
@@ -107,7 +101,7 @@ Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
 Status enqueueTask(ncclComm* comm, const Task& task) {
   if (tGroup.depth == 0) {
     comm->tasks.push_back(task);
-    Status s = launchQueued(comm);
+    Status s = launchQueued({comm});
     if (isError(s)) comm->tasks.clear();
     return s;
   }
@@ -120,6 +114,10 @@ Status enqueueTask(ncclComm* comm, const Task& task) {
 
 void deferInit(std::function<Status()> job, bool blocking) {
   tGroup.inits.push_back({std::move(job), blocking});
+}
+
+void deferFinalize(std::function<Status()> job, bool blocking) {
+  tGroup.finalizes.push_back({std::move(job), blocking});
 }
 
 void failGroup(Status error) {

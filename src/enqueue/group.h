@@ -26,6 +26,10 @@ bool inGroup();
 // ncclInProgress at once and the job reports through the communicator's async error.
 void deferInit(std::function<Status()> job, bool blocking);
 
+// A ncclCommFinalize to run at the outermost groupEnd, after the group's launches; the group's
+// finalizations run concurrently, so one thread can finalize all its communicators in one group.
+void deferFinalize(std::function<Status()> job, bool blocking);
+
 // Records an error raised inside a group: the group's End reports it and launches nothing.
 void failGroup(Status error);
 

@@ -2,7 +2,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "core/communicator.h"
 #include "core/param.h"
@@ -15,12 +17,15 @@ namespace {
 
 const param::IntParam kWaitTimeout{"NCCL_TIMEOUT", 1800};  // seconds; 0 = wait forever
 
+constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
+
 PlanShape shapeOf(const ncclComm* comm) {
   PlanShape s;
   s.rank = comm->rank;
   s.nRanks = comm->nRanks;
   s.nChannels = comm->nChannels;
   s.stepBytes = comm->stepBytes;
+  s.copyLanes = defaultCopyLanes(comm->nChannels);
   s.sendChannels.resize(comm->nRanks);
   s.recvChannels.resize(comm->nRanks);
   for (int p = 0; p < comm->nRanks; ++p) {
@@ -58,6 +63,22 @@ Status reserveFifo(ncclComm* comm, uint32_t n, uint32_t* first) {
   }
 }
 
+// Reserves `n` items of graph work memory. A captured graph keeps its items until the
+// communicator is destroyed. The pool is refilled outside captures (refillGraphPool); should a
+// capture outgrow it, a new buffer is allocated in relaxed capture mode.
+Status takeGraphWorks(ncclComm* comm, uint32_t n, dev::DevWork** host, const dev::DevWork** devView) {
+  if (comm->graphPoolLeft < n) {
+    runtime::RelaxedCaptureMode relaxed;  // an allocation is not allowed in a strict capture
+    WEFT_TRY(refillGraphPool(comm, n));
+  }
+  *host = comm->graphPoolHost;
+  *devView = comm->graphPoolDev;
+  comm->graphPoolHost += n;
+  comm->graphPoolDev += n;
+  comm->graphPoolLeft -= n;
+  return ncclSuccess;
+}
+
 // Writes one launch's items and returns its kernel arguments. Graph captures get a buffer of
 // their own (the FIFO slots would be reused before the graph replays).
 Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, dev::DevKernelArgs* args) {
@@ -69,14 +90,7 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
   dev::DevWork* dst = nullptr;
   uint32_t first = 0;
   if (capturing) {
-    void* host = nullptr;
-    void* devView = nullptr;
-    runtime::RelaxedCaptureMode relaxed;  // an allocation is not allowed in a strict capture
-    WEFT_TRY(runtime::hostAllocMapped(&host, sizeof(dev::DevWork) * total));
-    comm->graphWorkBuffers.push_back(host);
-    WEFT_TRY(runtime::hostDevicePointer(host, &devView));
-    dst = (dev::DevWork*)host;
-    args->works = (const dev::DevWork*)devView;
+    WEFT_TRY(takeGraphWorks(comm, total, &dst, &args->works));
     args->worksMask = ~0u;
     args->fifoConsumed = nullptr;
   } else {
@@ -110,53 +124,112 @@ void collectStreams(const std::vector<Task>& tasks, std::vector<cudaStream_t>* s
   }
 }
 
-}  // namespace
-
-Status launchQueued(ncclComm* comm) {
-  if (comm->tasks.empty()) return ncclSuccess;
+// One communicator's part of a group launch: its plan, the stream its kernels go to, and whether
+// that stream is being captured.
+struct CommLaunches {
+  ncclComm* comm = nullptr;
   std::vector<Task> tasks;
-  tasks.swap(comm->tasks);
   std::vector<PlannedLaunch> launches;
-  WEFT_TRY(planTasks(tasks, shapeOf(comm), &launches));
-  if (launches.empty()) return ncclSuccess;
+  std::vector<cudaStream_t> streams;
+  bool capturing = false;
+};
 
+// Takes the queued tasks, plans them and makes the first stream wait for the others and for the
+// communicator's previous kernels.
+Status prepare(ncclComm* comm, CommLaunches* out) {
+  out->comm = comm;
+  out->tasks.swap(comm->tasks);
+  WEFT_TRY(planTasks(out->tasks, shapeOf(comm), &out->launches));
+  if (out->launches.empty()) return ncclSuccess;
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(comm->cudaDev));
-  std::vector<cudaStream_t> streams;
-  collectStreams(tasks, &streams);
-  cudaStream_t stream = streams[0];
+  collectStreams(out->tasks, &out->streams);
+  cudaStream_t stream = out->streams[0];
   runtime::CaptureInfo capture;
   WEFT_TRY(runtime::streamCaptureInfo(stream, &capture));
-  bool capturing = capture.status == runtime::CaptureStatus::kActive;
-
+  out->capturing = capture.status == runtime::CaptureStatus::kActive;
   // Kernels of one communicator must not overlap: they share connections and step counters.
   // (A captured graph is ordered by its own edges; waiting on an event from outside is not allowed.)
-  if (!capturing && comm->haveLaunched && comm->lastLaunchStream != stream) {
+  if (!out->capturing && comm->haveLaunched && comm->lastLaunchStream != stream) {
     WEFT_TRY(runtime::streamWaitEvent(stream, comm->lastLaunchEvent));
   }
-  for (size_t i = 1; i < streams.size(); ++i) {
-    WEFT_TRY(runtime::eventRecord(comm->joinEvent, streams[i]));
+  for (size_t i = 1; i < out->streams.size(); ++i) {
+    WEFT_TRY(runtime::eventRecord(comm->joinEvent, out->streams[i]));
     WEFT_TRY(runtime::streamWaitEvent(stream, comm->joinEvent));
   }
+  return ncclSuccess;
+}
 
-  for (const PlannedLaunch& launch : launches) {
-    dev::DevKernelArgs args;
-    WEFT_TRY(writeWorks(comm, launch, capturing, &args));
-    void* params[] = {&args};
-    WEFT_TRY(runtime::launchKernel(dev::kernelFunction(dev::kProtoSimple), runtime::Dim3(args.nBlocks),
-                                   runtime::Dim3(dev::kernelThreads(dev::kProtoSimple)), params,
-                                   dev::kernelDynamicSmem(dev::kProtoSimple), stream));
-  }
-  cudaEvent_t done = capturing ? comm->joinEvent : comm->lastLaunchEvent;
-  WEFT_TRY(runtime::eventRecord(done, stream));
-  for (size_t i = 1; i < streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(streams[i], done));
-  if (!capturing) {
-    comm->lastLaunchStream = stream;
+Status launchOne(const CommLaunches& c, size_t index) {
+  runtime::ScopedDevice device;
+  WEFT_TRY(device.set(c.comm->cudaDev));
+  dev::DevKernelArgs args;
+  WEFT_TRY(writeWorks(c.comm, c.launches[index], c.capturing, &args));
+  void* params[] = {&args};
+  return runtime::launchKernel(dev::kernelFunction(dev::kProtoSimple), runtime::Dim3(args.nBlocks),
+                               runtime::Dim3(dev::kernelThreads(dev::kProtoSimple)), params,
+                               dev::kernelDynamicSmem(dev::kProtoSimple), c.streams[0]);
+}
+
+// The other streams wait for the kernels; the communicator remembers where they ran.
+Status finish(const CommLaunches& c) {
+  if (c.launches.empty()) return ncclSuccess;
+  ncclComm* comm = c.comm;
+  runtime::ScopedDevice device;
+  WEFT_TRY(device.set(comm->cudaDev));
+  cudaEvent_t done = c.capturing ? comm->joinEvent : comm->lastLaunchEvent;
+  WEFT_TRY(runtime::eventRecord(done, c.streams[0]));
+  for (size_t i = 1; i < c.streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(c.streams[i], done));
+  if (!c.capturing) {
+    comm->lastLaunchStream = c.streams[0];
     comm->haveLaunched = true;
   }
-  WEFT_TRACE(log::kColl, "rank %d: launched %zu kernel(s) for %zu task(s)%s", comm->rank, launches.size(),
-             tasks.size(), capturing ? " into a CUDA graph" : "");
+  WEFT_TRACE(log::kColl, "rank %d: launched %zu kernel(s) for %zu task(s)%s", comm->rank, c.launches.size(),
+             c.tasks.size(), c.capturing ? " into a CUDA graph" : "");
   return ncclSuccess;
+}
+
+}  // namespace
+
+Status refillGraphPool(ncclComm* comm, uint32_t atLeast) {
+  const uint32_t n = std::max(atLeast, kGraphPoolWorks);
+  void* host = nullptr;
+  void* devView = nullptr;
+  WEFT_TRY(runtime::hostAllocMapped(&host, sizeof(dev::DevWork) * n));
+  comm->graphWorkBuffers.push_back(host);
+  WEFT_TRY(runtime::hostDevicePointer(host, &devView));
+  comm->graphPoolHost = (dev::DevWork*)host;
+  comm->graphPoolDev = (dev::DevWork*)devView;
+  comm->graphPoolLeft = n;
+  return ncclSuccess;
+}
+
+Status launchQueued(const std::vector<ncclComm*>& comms) {
+  std::vector<CommLaunches> all(comms.size());
+  Status first = ncclSuccess;
+  auto keep = [&first](Status s) {
+    if (isError(s) && !isError(first)) first = s;
+  };
+  size_t rounds = 0;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    Status s = prepare(comms[i], &all[i]);
+    if (isError(s)) all[i].launches.clear();  // this communicator launches nothing; the others go on
+    keep(s);
+    rounds = std::max(rounds, all[i].launches.size());
+  }
+  // Round robin over the communicators: when one thread drives several GPUs, a communicator's
+  // k-th kernel waits for its peers' k-th kernels, so all of them must be launched before any
+  // k+1-th kernel can need FIFO slots that only the k-th kernel's start would free.
+  for (size_t r = 0; r < rounds; ++r) {
+    for (CommLaunches& c : all) {
+      if (r >= c.launches.size()) continue;
+      Status s = launchOne(c, r);
+      if (isError(s)) c.launches.resize(r);  // later kernels of this communicator are dropped
+      keep(s);
+    }
+  }
+  for (const CommLaunches& c : all) keep(finish(c));
+  return first;
 }
 
 float estimateQueuedMicroseconds(ncclComm* comm) {

@@ -2,14 +2,22 @@
 // launch. The only enqueue code that touches streams and kernels.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "core/status.h"
 
 struct ncclComm;
 
 namespace weft::enqueue {
 
-// Plans and launches everything queued on the communicator, then clears the queue.
-[[nodiscard]] Status launchQueued(ncclComm* comm);
+// Plans and launches everything queued on the communicators (a group), then clears the queues.
+// Returns the first error; communicators without one still launch.
+[[nodiscard]] Status launchQueued(const std::vector<ncclComm*>& comms);
+
+// Makes a new pinned buffer for the work items of captured launches, of at least `atLeast`
+// items; called at communicator creation so that a capture normally allocates nothing.
+[[nodiscard]] Status refillGraphPool(ncclComm* comm, uint32_t atLeast);
 
 // The tuning model's estimate for the queued tasks, in microseconds (ncclGroupSimulateEnd).
 float estimateQueuedMicroseconds(ncclComm* comm);

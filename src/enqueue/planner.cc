@@ -9,6 +9,7 @@ namespace weft::enqueue {
 namespace {
 
 constexpr uint64_t kChannelAlignBytes = 512;  // channel boundaries keep 16-byte vectors aligned
+constexpr uint64_t kMinCopyLaneBytes = 256 << 10;  // a local copy takes one more lane per this many bytes
 
 dev::Func deviceFunc(TaskKind kind) {
   switch (kind) {
@@ -66,6 +67,29 @@ int indexIn(const std::vector<int>& set, int channel) {
   return it == set.end() ? -1 : (int)(it - set.begin());
 }
 
+// A send/receive pair to self: a local copy of the send's bytes into the receive's buffer, spread
+// over the copy lanes (or the channels when there are none); no peer sees it.
+void planSelfCopy(const Task& s, const Task& r, const PlanShape& shape, ChannelWorks* perChannel) {
+  const uint64_t bytes = s.bytes();
+  const int firstLane = shape.copyLanes > 0 ? shape.nChannels : 0;
+  const int lanes = shape.copyLanes > 0 ? shape.copyLanes : shape.nChannels;
+  const int used = (int)std::clamp<uint64_t>(bytes / kMinCopyLaneBytes, 1, (uint64_t)lanes);
+  for (int i = 0; i < used; ++i) {
+    dev::DevWork w = baseWork(s, shape);
+    w.func = dev::kFuncSendRecv;
+    w.dataType = dev::kUint8;
+    w.recvBuff = r.recvBuff;
+    w.count = bytes;
+    splitRange(bytes, used, 16, i, &w.chanOffset, &w.chanCount);
+    if (w.chanCount == 0) continue;
+    w.recvOffset = w.chanOffset;
+    w.recvCount = w.chanCount;
+    w.sendPeer = w.recvPeer = shape.rank;
+    w.chunkElems = p2pChunkElems(shape);
+    (*perChannel)[firstLane + i].push_back(w);
+  }
+}
+
 // Point-to-point: round d pairs this rank's i-th send to rank+d with its i-th receive from rank-d.
 Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& shape, ChannelWorks* perChannel) {
   const int n = shape.nRanks;
@@ -80,6 +104,19 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
     const auto& sends = sendsTo[sendPeer];
     const auto& recvs = recvsFrom[recvPeer];
     size_t pairs = std::max(sends.size(), recvs.size());
+    if (d == 0) {
+      // The i-th send to self pairs with the i-th receive from self: a local copy.
+      for (size_t i = 0; i < pairs; ++i) {
+        if (i >= sends.size() || i >= recvs.size() || sends[i]->bytes() != recvs[i]->bytes()) {
+          WEFT_WARN("rank %d: ncclSend/ncclRecv to self in one group must pair up with equal sizes; "
+                    "pair %zu has a send of %zu bytes and a receive of %zu bytes", shape.rank, i,
+                    i < sends.size() ? sends[i]->bytes() : (size_t)0, i < recvs.size() ? recvs[i]->bytes() : (size_t)0);
+          return ncclInvalidUsage;
+        }
+        planSelfCopy(*sends[i], *recvs[i], shape, perChannel);
+      }
+      continue;
+    }
     for (size_t i = 0; i < pairs; ++i) {
       const Task* s = i < sends.size() ? sends[i] : nullptr;
       const Task* r = i < recvs.size() ? recvs[i] : nullptr;
@@ -131,6 +168,10 @@ size_t PlannedLaunch::workCount() const {
   return n;
 }
 
+int defaultCopyLanes(int nChannels) {
+  return std::clamp(nChannels / 2, 1, std::max(0, dev::kMaxChannels - nChannels));
+}
+
 int collectiveChannels(size_t bytes, const PlanShape& shape) {
   size_t want = (bytes + shape.minChannelBytes - 1) / shape.minChannelBytes;
   return (int)std::clamp<size_t>(want, 1, (size_t)shape.nChannels);
@@ -147,9 +188,10 @@ void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint6
 }
 
 Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::vector<PlannedLaunch>* launches) {
-  WEFT_ASSERT(shape.nChannels >= 1 && shape.nChannels <= dev::kMaxChannels);
+  WEFT_ASSERT(shape.nChannels >= 1 && shape.copyLanes >= 0 && shape.nChannels + shape.copyLanes <= dev::kMaxChannels);
   WEFT_ASSERT((int)shape.sendChannels.size() == shape.nRanks && (int)shape.recvChannels.size() == shape.nRanks);
-  ChannelWorks perChannel(shape.nChannels);
+  const int nBlocks = shape.nChannels + shape.copyLanes;
+  ChannelWorks perChannel(nBlocks);
   std::vector<const Task*> p2p;
   for (const Task& t : tasks) {
     if (t.isP2p()) {
@@ -162,10 +204,10 @@ Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::ve
 
   // Cut into launches of at most kMaxWorksPerChannel items per channel; order is kept per channel.
   launches->clear();
-  std::vector<size_t> taken(shape.nChannels, 0);
+  std::vector<size_t> taken(nBlocks, 0);
   for (;;) {
     PlannedLaunch launch;
-    for (int c = 0; c < shape.nChannels; ++c) {
+    for (int c = 0; c < nBlocks; ++c) {
       size_t left = perChannel[c].size() - taken[c];
       if (left == 0) continue;
       size_t n = std::min<size_t>(left, dev::kMaxWorksPerChannel);

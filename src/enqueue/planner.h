@@ -24,6 +24,10 @@ struct PlanShape {
   // for the other direction (the connection plan guarantees it).
   std::vector<std::vector<int>> sendChannels;
   std::vector<std::vector<int>> recvChannels;
+  // Blocks beyond the channels that only run local copies (send/receive to self): channel ids
+  // nChannels .. nChannels + copyLanes - 1, which have no connections. The copies then run beside
+  // the transfers to peers instead of before them (AlltoAll's own block). 0: copies use the channels.
+  int copyLanes = 0;
 };
 
 // One kernel launch: block b serves channel `channels[b]` and runs works[b] in order.
@@ -41,6 +45,9 @@ struct PlannedLaunch {
 
 // How many channels a collective of `bytes` uses (at least 1, at most shape.nChannels).
 int collectiveChannels(size_t bytes, const PlanShape& shape);
+
+// Copy lanes for a communicator with nChannels channels: half as many, within kMaxChannels.
+int defaultCopyLanes(int nChannels);
 
 // Splits `count` elements into `parts` contiguous ranges whose boundaries fall on multiples of
 // `alignElems` (the last part takes the remainder). Empty parts are possible when count is small.

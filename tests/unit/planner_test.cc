@@ -150,3 +150,41 @@ TEST(Planner, SelfSendAndReceiveShareOneItem) {
     }
   }
 }
+
+TEST(Planner, SelfCopiesRunOnCopyLanesBesideThePeerTransfers) {
+  PlanShape s = ringShape(0, 2, 4);
+  s.copyLanes = defaultCopyLanes(s.nChannels);
+  ASSERT_EQ(s.copyLanes, 2);
+  const size_t bytes = 8 << 20;
+  std::vector<Task> tasks = {p2p(TaskKind::kSend, 0, bytes), p2p(TaskKind::kRecv, 0, bytes),
+                             p2p(TaskKind::kSend, 1, bytes), p2p(TaskKind::kRecv, 1, bytes)};
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks(tasks, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 1u);
+  uint64_t selfBytes = 0, peerBytes = 0;
+  for (size_t b = 0; b < launches[0].channels.size(); ++b) {
+    const int channel = launches[0].channels[b];
+    for (const dev::DevWork& w : launches[0].works[b]) {
+      if (w.sendPeer == 0) {
+        EXPECT_GE(channel, s.nChannels) << "a self copy belongs on a copy lane";
+        EXPECT_EQ(w.recvPeer, 0);
+        EXPECT_EQ(w.chanOffset, w.recvOffset);
+        EXPECT_EQ(w.chanCount, w.recvCount);
+        selfBytes += w.chanCount;
+      } else {
+        EXPECT_LT(channel, s.nChannels) << "peer transfers need a channel's connections";
+        peerBytes += w.chanCount;
+      }
+    }
+  }
+  EXPECT_EQ(selfBytes, bytes);
+  EXPECT_EQ(peerBytes, bytes);
+}
+
+TEST(Planner, UnpairedSelfSendIsRefused) {
+  PlanShape s = ringShape(1, 2, 2);
+  std::vector<PlannedLaunch> launches;
+  EXPECT_EQ(planTasks({p2p(TaskKind::kSend, 1, 4096)}, s, &launches), ncclInvalidUsage);
+  EXPECT_EQ(planTasks({p2p(TaskKind::kSend, 1, 4096), p2p(TaskKind::kRecv, 1, 2048)}, s, &launches),
+            ncclInvalidUsage);
+}

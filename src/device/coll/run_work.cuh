@@ -94,8 +94,8 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnv& env) {
   }
   const bool doSend = w.sendPeer >= 0 && w.chanCount > 0;
   const bool doRecv = w.recvPeer >= 0 && w.recvCount > 0;
-  const SimpleGroup sendGroup = doRecv ? simpleSendGroup() : simpleFullGroup();
-  const SimpleGroup recvGroup = doSend ? simpleRecvGroup() : simpleFullGroup();
+  const SimpleGroup sendGroup = doRecv ? simpleSendGroup(env.comm->p2pSendWarps) : simpleFullGroup();
+  const SimpleGroup recvGroup = doSend ? simpleRecvGroup(env.comm->p2pSendWarps) : simpleFullGroup();
   if (doSend && inGroup(sendGroup)) {
     ConnInfo* conn = &peers[w.sendPeer].send;
     uint64_t chunk = simpleChunkElems(w.chunkElems * es, connStepBytes(nullptr, conn), 1);

@@ -29,7 +29,10 @@ namespace weft::dev {
 constexpr int kSimpleWarps = arch::kDefaultBlockThreads / arch::kWarpSize;
 constexpr int kSimpleDataWarps = kSimpleWarps - 1;
 constexpr int kSimpleThreads = kSimpleWarps * arch::kWarpSize;
-constexpr int kSimpleReadyDepth = 2;
+#ifndef WEFT_SIMPLE_READY_DEPTH
+#define WEFT_SIMPLE_READY_DEPTH 2
+#endif
+constexpr int kSimpleReadyDepth = WEFT_SIMPLE_READY_DEPTH;
 constexpr int kSimpleMaxGroups = 2;
 constexpr int kSpinsPerAbortCheck = 1000;
 static_assert(kSimpleThreads <= arch::kMaxBlockThreads, "Simple block too large");
@@ -51,11 +54,17 @@ struct SimpleGroup {
 
 // Collectives and one-sided SendRecv: all data warps, sync warp last.
 WEFT_DEV SimpleGroup simpleFullGroup() { return {0, 0, kSimpleDataWarps, kSimpleDataWarps}; }
-// SendRecv with both parts: the send part and the receive part run side by side (7 + 1 and
-// 7 + 1 warps on NVIDIA; the receive group's sync warp is the last data warp of the full group).
-WEFT_DEV SimpleGroup simpleSendGroup() { return {0, 0, kSimpleDataWarps / 2, kSimpleDataWarps}; }
-WEFT_DEV SimpleGroup simpleRecvGroup() {
-  return {1, kSimpleDataWarps / 2, kSimpleDataWarps - kSimpleDataWarps / 2 - 1, kSimpleDataWarps - 1};
+// SendRecv with both parts: the send part and the receive part run side by side, sendWarps + 1
+// and kSimpleDataWarps - sendWarps - 1 + 1 warps (the receive group's sync warp is the last data
+// warp of the full group). sendWarps <= 0 takes half.
+WEFT_DEV int clampSendWarps(int sendWarps) {
+  if (sendWarps <= 0) return kSimpleDataWarps / 2;
+  return sendWarps > kSimpleDataWarps - 2 ? kSimpleDataWarps - 2 : sendWarps;
+}
+WEFT_DEV SimpleGroup simpleSendGroup(int sendWarps) { return {0, 0, clampSendWarps(sendWarps), kSimpleDataWarps}; }
+WEFT_DEV SimpleGroup simpleRecvGroup(int sendWarps) {
+  const int s = clampSendWarps(sendWarps);
+  return {1, s, kSimpleDataWarps - s - 1, kSimpleDataWarps - 1};
 }
 WEFT_DEV bool inGroup(const SimpleGroup& g) {
   int w = arch::warpId();
@@ -148,10 +157,19 @@ class SimpleLink {
       if (readied_ - posted_ < kSimpleReadyDepth) {
         if (aborted_) break;
         // The slot of recvStep_ holds data once tail > recvStep_; the slot of sendStep_ is free
-        // once head + kSteps > sendStep_. Acquire loads order the data accesses after them.
-        if (recv && tailSeen_ <= recvStep_) tailSeen_ = arch::ldAcquireSys(recvTail_);
-        if (send && headSeen_ + kSteps <= sendStep_) headSeen_ = arch::ldAcquireSys(sendHead_);
-        if ((!recv || tailSeen_ > recvStep_) && (!send || headSeen_ + kSteps > sendStep_)) break;
+        // once head + kSteps > sendStep_. The spin reads relaxed: an acquire load at system scope
+        // also invalidates the SM's L1, and thousands of them per slice slow the data warps down.
+        // One acquire load after the wait orders the data accesses after what it saw.
+        bool fresh = false;
+        if (recv && tailSeen_ <= recvStep_) { tailSeen_ = arch::ldRelaxedSys(recvTail_); fresh = true; }
+        if (send && headSeen_ + kSteps <= sendStep_) { headSeen_ = arch::ldRelaxedSys(sendHead_); fresh = true; }
+        if ((!recv || tailSeen_ > recvStep_) && (!send || headSeen_ + kSteps > sendStep_)) {
+          if (fresh) {
+            if (recv) (void)arch::ldAcquireSys(recvTail_);
+            if (send) (void)arch::ldAcquireSys(sendHead_);
+          }
+          break;
+        }
       }
       if (++spins >= kSpinsPerAbortCheck) {
         spins = 0;

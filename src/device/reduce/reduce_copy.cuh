@@ -10,7 +10,12 @@
 
 namespace weft::dev {
 
-constexpr int kCopyUnroll = 4;  // 16-byte packs in flight per thread and source
+// 16-byte packs in flight per thread and source. Pure copies take 8 (as NCCL does on sm_80+): a
+// one-way NVLink stream from 24 SMs needs that many bytes in flight to reach the link's rate.
+// Reductions keep 4: with two sources, 8 would spill registers at 128 per thread.
+constexpr int kCopyUnroll = 8;
+constexpr int kReduceUnroll = 4;
+constexpr int kWordUnroll = 8;  // words in flight per thread on the misaligned slow paths
 
 namespace detail {
 
@@ -51,18 +56,31 @@ WEFT_DEV V combine(const Fn& fn, const V& a, const V& b) {
   return v;
 }
 
-// nPacks 16-byte packs; all pointers 16-byte aligned. Each round issues all its loads (kCopyUnroll
+// nPacks 16-byte packs; all pointers 16-byte aligned. Each round issues all its loads (the unroll
 // per source and thread) before the first store; the guards only bite in the last round. One
 // copy of the unrolled body keeps the code (and ptxas time) small.
+// Layout of a round: with WEFT_PACK_HUNKS each warp moves one contiguous hunk of U x warp-size
+// packs (lane + u x warp size within it); otherwise thread t moves packs t + u x nThreads, so a
+// round's U instructions of one warp are nThreads packs apart. nThreads is a multiple of the warp.
+#ifndef WEFT_PACK_HUNKS
+#define WEFT_PACK_HUNKS 0
+#endif
 template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
 WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, const char* s1,
                        char* d0, char* d1, int64_t nPacks) {
-  constexpr int U = kCopyUnroll;
-  for (int64_t base = tid; base < nPacks; base += (int64_t)nThreads * U) {
+  constexpr int U = NSrcs == 1 && !Pre && !Post ? kCopyUnroll : kReduceUnroll;
+#if WEFT_PACK_HUNKS
+  constexpr int64_t kStride = arch::kWarpSize;
+  const int64_t first = (int64_t)(tid / arch::kWarpSize) * U * arch::kWarpSize + tid % arch::kWarpSize;
+#else
+  const int64_t kStride = nThreads;
+  const int64_t first = tid;
+#endif
+  for (int64_t base = first; base < nPacks; base += (int64_t)nThreads * U) {
     Pack16 a[U], b[U];
 WEFT_UNROLL
     for (int u = 0; u < U; u++) {
-      int64_t p = base + (int64_t)u * nThreads;
+      int64_t p = base + (int64_t)u * kStride;
       if (p < nPacks) {
         a[u] = arch::ld16(s0 + p * 16);
         if constexpr (NSrcs == 2) b[u] = arch::ld16(s1 + p * 16);
@@ -70,7 +88,7 @@ WEFT_UNROLL
     }
 WEFT_UNROLL
     for (int u = 0; u < U; u++) {
-      int64_t p = base + (int64_t)u * nThreads;
+      int64_t p = base + (int64_t)u * kStride;
       if (p < nPacks) {
         Pack16 v = combine<Fn, NSrcs, Pre, Post>(fn, a[u], b[u]);
         arch::st16(d0 + p * 16, v);
@@ -80,7 +98,7 @@ WEFT_UNROLL
   }
 }
 
-// n elements one at a time (kCopyUnroll in flight per thread); `natural`: every pointer is
+// n elements one at a time (two in flight per thread); `natural`: every pointer is
 // aligned to the element size.
 template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
 WEFT_DEV void elemLoop(const Fn& fn, int tid, int nThreads, const char* s0, const char* s1,
@@ -128,7 +146,7 @@ WEFT_DEV void edgeElems(const Fn& fn, int tid, int nThreads, const char* s0, con
 // n words of W bytes (W = 1, 2, 4, 8), pointers aligned to W.
 template <int W, int NDsts>
 WEFT_DEV void wordCopyLoop(int tid, int nThreads, const char* s, char* d0, char* d1, int64_t n) {
-  constexpr int U = 2 * kCopyUnroll;
+  constexpr int U = kWordUnroll;
   for (int64_t base = 0; base < n; base += (int64_t)nThreads * U) {
     uint64_t v[U];
 WEFT_UNROLL
