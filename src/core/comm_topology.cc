@@ -13,6 +13,7 @@
 #include "graph/topo_options.h"
 #include "graph/topo_xml.h"
 #include "graph/transport_choice.h"
+#include "graph/tuning_input.h"
 #include "graph/xml.h"
 #include "runtime/gpu.h"
 
@@ -66,6 +67,7 @@ void rankOrderRings(ncclComm* comm, int nChannels) {
   for (int r = 0; r < comm->nRanks; ++r) order[r] = r;
   comm->nChannels = nChannels;
   comm->rings.assign(nChannels, order);
+  comm->tuning = graph::fallbackTuningInput(comm->nRanks, nChannels);
 }
 
 }  // namespace
@@ -127,6 +129,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
     comm->nChannels = std::clamp(plan.nChannels, std::max(1, minChannels), maxChannels);
     comm->rings.clear();
     for (int c = 0; c < comm->nChannels; ++c) comm->rings.push_back(plan.rings[c % plan.rings.size()].order);
+    comm->tuning = graph::tuningInputFor(topo, plan, comm->nChannels);
   }
   if (!files.dumpFile.empty() && comm->rank == files.dumpRank) {
     if (isError(graph::writeTopologyXmlFile(topo, files.dumpFile))) {

@@ -16,6 +16,7 @@
 #include "enqueue/redop.h"
 #include "enqueue/task.h"
 #include "enqueue/work_fifo.h"
+#include "graph/tuning.h"
 #include "nccl.h"
 #include "transport/connection_plan.h"
 
@@ -59,6 +60,12 @@ struct ncclComm {
   weft::transport::ConnectionPlan connPlan;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;
+
+  // Tuning: the model's view of this communicator (topology, channels, NCCL_ALGO/NCCL_PROTO) and
+  // its constants, set at creation; the planner asks them per collective.
+  weft::graph::TuningInput tuning;
+  weft::graph::TuningConstants tuningConstants = weft::graph::TuningConstants::defaults();
+  int minCollChannels = 1;  // config minCTAs / NCCL_MIN_NCHANNELS: channels each collective uses at least
 
   // Device state.
   weft::dev::DevComm* devComm = nullptr;  // device memory

@@ -21,6 +21,9 @@ PlanShape shapeOf(const ncclComm* comm) {
   s.nRanks = comm->nRanks;
   s.nChannels = comm->nChannels;
   s.stepBytes = comm->stepBytes;
+  s.tuning = comm->tuning;
+  s.constants = &comm->tuningConstants;
+  s.minCollChannels = comm->minCollChannels;
   s.sendChannels.resize(comm->nRanks);
   s.recvChannels.resize(comm->nRanks);
   for (int p = 0; p < comm->nRanks; ++p) {
@@ -143,9 +146,15 @@ Status launchQueued(ncclComm* comm) {
     dev::DevKernelArgs args;
     WEFT_TRY(writeWorks(comm, launch, capturing, &args));
     void* params[] = {&args};
-    WEFT_TRY(runtime::launchKernel(dev::kernelFunction(dev::kProtoSimple), runtime::Dim3(args.nBlocks),
-                                   runtime::Dim3(dev::kernelThreads(dev::kProtoSimple)), params,
-                                   dev::kernelDynamicSmem(dev::kProtoSimple), stream));
+    const dev::Proto proto = (dev::Proto)launch.proto;
+    const void* fn = dev::kernelFunction(proto);
+    if (fn == nullptr) {
+      // isSupported said yes to a protocol the build has no kernel for: a device-code bug.
+      WEFT_WARN("rank %d: no kernel is built for protocol %d, which the tuner chose", comm->rank, launch.proto);
+      return ncclInternalError;
+    }
+    WEFT_TRY(runtime::launchKernel(fn, runtime::Dim3(args.nBlocks), runtime::Dim3(dev::kernelThreads(proto)), params,
+                                   dev::kernelDynamicSmem(proto), stream));
   }
   cudaEvent_t done = capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, stream));
@@ -159,11 +168,8 @@ Status launchQueued(ncclComm* comm) {
   return ncclSuccess;
 }
 
-float estimateQueuedMicroseconds(ncclComm* comm) {
-  // Until the tuning model exists: a fixed launch cost plus bytes at a nominal NVLink rate.
-  float us = 0.0f;
-  for (const Task& t : comm->tasks) us += 10.0f + (float)t.bytes() / 300e3f;
-  return us;
+Status estimateQueuedMicroseconds(ncclComm* comm, double* us) {
+  return estimateTasks(comm->tasks, shapeOf(comm), us);
 }
 
 }  // namespace weft::enqueue
