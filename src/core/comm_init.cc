@@ -45,6 +45,23 @@ uint32_t roundDownPow2(uint32_t v) {
   return p;
 }
 
+// Tree connections cost staging buffers on every tree edge, both ways: set them up only when the
+// Tree algorithm can run (kernels implement it and NCCL_ALGO allows it for AllReduce); otherwise
+// the tuner is told it is not available.
+void decideTreeConnections(ncclComm* comm) {
+  comm->treesConnected = false;
+  for (int p = 0; p < dev::kNumProtos && comm->nRanks > 1; ++p) {
+    if (comm->tuning.env.allows(dev::kFuncAllReduce, dev::kAlgoTree, p) &&
+        dev::isSupported(dev::kFuncAllReduce, dev::kAlgoTree, (dev::Proto)p, dev::kRedSum, dev::kFloat32)) {
+      comm->treesConnected = true;
+    }
+  }
+  if (!comm->treesConnected) {
+    for (int p = 0; p < dev::kNumProtos; ++p)
+      comm->tuning.supported[dev::kFuncAllReduce] &= ~graph::pairBit(dev::kAlgoTree, p);
+  }
+}
+
 // The tuning model's view of the communicator, once its channels and buffers are known.
 void setupTuning(ncclComm* comm, int minChannels) {
   if (comm->nRanks == 1) comm->tuning = graph::fallbackTuningInput(1, comm->nChannels);
@@ -61,6 +78,7 @@ void setupTuning(ncclComm* comm, int minChannels) {
         if (dev::isSupported((dev::Func)f, (dev::Algo)a, (dev::Proto)p, dev::kRedSum, dev::kFloat32))
           comm->tuning.supported[f] |= graph::pairBit(a, p);
   }
+  decideTreeConnections(comm);
   // NCCL_NTHREADS: threads per block for LL and Simple in NCCL. weft's kernels are compiled for
   // a fixed block, so the value only sets the threads per channel the model assumes when it
   // decides how many channels a call needs (fewer threads: more channels for the same size).
@@ -150,6 +168,10 @@ Status setupDeviceState(ncclComm* comm) {
     dr.next = ring[(pos + 1) % comm->nRanks];
     dr.prev = ring[(pos + comm->nRanks - 1) % comm->nRanks];
     dr.userRanks = (const int32_t*)ranks;
+    const transport::TreePeers& tree = comm->trees[c][comm->rank];
+    dev::DevTree& dt = hostCopy.channels[c].tree;
+    dt.up = tree.up;
+    for (int j = 0; j < dev::kMaxTreeArity; ++j) dt.down[j] = tree.down[j];
     void* peers = nullptr;
     const std::vector<dev::DevPeer>& devPeers = comm->p2p->devPeers(c);
     WEFT_TRY(runtime::deviceMalloc(&peers, sizeof(dev::DevPeer) * devPeers.size()));
@@ -195,6 +217,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     // A single rank only copies locally; a few channels keep large copies fast.
     comm->nChannels = std::clamp<int>((int)kDefaultChannels.get(), lo, hi);
     comm->rings.assign(comm->nChannels, std::vector<int>{0});
+    comm->trees.assign(comm->nChannels, std::vector<transport::TreePeers>(1));
   } else {
     WEFT_TRY(buildCommTopology(comm, lo, hi));
   }
@@ -202,7 +225,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
   setupTuning(comm, lo);
-  comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels);
+  comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels, comm->connectedTrees());
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));
   WEFT_TRY(comm->bootstrap->barrier());

@@ -57,6 +57,14 @@ struct ncclComm {
   int nChannels = 0;
   int p2pChannels = 0;  // channels on which every pair of ranks is connected
   std::vector<std::vector<int>> rings;
+  // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only
+  // when the Tree algorithm may run: see treesConnected.
+  std::vector<std::vector<weft::transport::TreePeers>> trees;
+  bool treesConnected = false;
+  const std::vector<std::vector<weft::transport::TreePeers>>& connectedTrees() const {
+    static const std::vector<std::vector<weft::transport::TreePeers>> kNone;
+    return treesConnected ? trees : kNone;
+  }
   weft::transport::ConnectionPlan connPlan;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;

@@ -60,6 +60,7 @@ size_t modelBytes(const Task& t, int nRanks) {
 // chunkElems of one channel's item; rules in device/work_math.h.
 uint32_t collChunkElems(const dev::DevWork& w, const PlanShape& shape, int elemBytes) {
   if (w.proto != dev::kProtoSimple) return 0;  // LL/LL128: the kernel derives it from its buffers
+  if (w.algo == dev::kAlgoTree) return (uint32_t)dev::treeChunkElems(w.chanCount, elemBytes, (uint64_t)shape.stepBytes);
   return (uint32_t)dev::recommendedChunkElems(w.func, shape.nRanks, w.chanCount, elemBytes,
                                               (uint64_t)shape.stepBytes);
 }
