@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
@@ -15,6 +16,8 @@
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
 #include "enqueue/launch.h"
+#include "graph/algo_proto_env.h"
+#include "graph/tuning_input.h"
 #include "runtime/gpu.h"
 #include "transport/p2p/p2p_connections.h"
 
@@ -31,6 +34,8 @@ const param::IntParam kP2pChannels{"NCCL_WEFT_P2P_NCHANNELS", 4};
 const param::IntParam kP2pSendWarps{"NCCL_WEFT_P2P_SEND_WARPS", 0};
 const param::IntParam kAllowSharedGpu{"NCCL_WEFT_ALLOW_GPU_SHARING", 0};  // tests only
 const param::IntParam kFifoSlots{"NCCL_WORK_FIFO_DEPTH", 1 << 12};
+const param::IntParam kNthreads{"NCCL_NTHREADS", -2};
+constexpr int kHostWarpSize = 32;  // NVIDIA; the HIP port uses 64
 
 // Channel bounds from the config (minCTAs/maxCTAs) and NCCL_MIN/MAX_NCHANNELS.
 void channelBounds(const ncclComm* comm, int* lo, int* hi) {
@@ -44,6 +49,59 @@ uint32_t roundDownPow2(uint32_t v) {
   uint32_t p = 1;
   while (p * 2 <= v) p *= 2;
   return p;
+}
+
+// Tree connections cost staging buffers on every tree edge, both ways: set them up only when the
+// Tree algorithm can run (kernels implement it and NCCL_ALGO allows it for AllReduce); otherwise
+// the tuner is told it is not available.
+void decideTreeConnections(ncclComm* comm) {
+  comm->treesConnected = false;
+  for (int p = 0; p < dev::kNumProtos && comm->nRanks > 1; ++p) {
+    if (comm->tuning.env.allows(dev::kFuncAllReduce, dev::kAlgoTree, p) &&
+        dev::isSupported(dev::kFuncAllReduce, dev::kAlgoTree, (dev::Proto)p, dev::kRedSum, dev::kFloat32)) {
+      comm->treesConnected = true;
+    }
+  }
+  if (!comm->treesConnected) {
+    for (int p = 0; p < dev::kNumProtos; ++p)
+      comm->tuning.supported[dev::kFuncAllReduce] &= ~graph::pairBit(dev::kAlgoTree, p);
+  }
+}
+
+// The tuning model's view of the communicator, once its channels and buffers are known.
+void setupTuning(ncclComm* comm, int minChannels) {
+  if (comm->nRanks == 1) comm->tuning = graph::fallbackTuningInput(1, comm->nChannels);
+  comm->tuning.maxChannels = comm->nChannels;
+  comm->tuning.stepBytes[dev::kProtoSimple] = comm->stepBytes;
+  comm->tuning.env = graph::algoProtoMasksFromEnv();
+  comm->tuningConstants = graph::tuningConstantsFromEnv();
+  comm->minCollChannels = std::clamp(minChannels, 1, comm->nChannels);
+  // What the kernels implement for a plain sum on floats (the planner narrows it per call).
+  for (int f = 0; f < graph::kNumCollFuncs; ++f) {
+    comm->tuning.supported[f] = 0;
+    for (int a = 0; a < dev::kNumAlgos; ++a)
+      for (int p = 0; p < dev::kNumProtos; ++p)
+        if (dev::isSupported((dev::Func)f, (dev::Algo)a, (dev::Proto)p, dev::kRedSum, dev::kFloat32))
+          comm->tuning.supported[f] |= graph::pairBit(a, p);
+  }
+  decideTreeConnections(comm);
+  // NCCL_NTHREADS: threads per block for LL and Simple in NCCL. weft's kernels are compiled for
+  // a fixed block, so the value only sets the threads per channel the model assumes when it
+  // decides how many channels a call needs (fewer threads: more channels for the same size).
+  std::string note;
+  int nt = graph::nthreadsSetting(kNthreads.get(), kHostWarpSize, comm->tuningConstants.maxThreads[dev::kProtoSimple],
+                                  comm->tuningConstants.maxThreads[dev::kProtoSimple], &note);
+  if (!note.empty()) {
+    comm->tuningConstants.maxThreads[dev::kProtoSimple] = nt;
+    comm->tuningConstants.maxThreads[dev::kProtoLL] = nt;
+    WEFT_INFO(log::kEnv | log::kTuning, "NCCL_NTHREADS=%lld: %s. weft's kernels keep their compiled block size "
+              "(%d threads for Simple); the tuner sizes channels for %d threads per channel (LL and Simple)",
+              (long long)kNthreads.get(), note.c_str(), dev::kernelThreads(dev::kProtoSimple), nt);
+  }
+  if (log::enabled(log::Level::Info, log::kTuning)) {
+    WEFT_INFO(log::kTuning, "rank %d: tuning model, %d channel(s) per collective at least\n%s", comm->rank,
+              comm->minCollChannels, graph::formatTuningSummary(comm->tuning, comm->tuningConstants).c_str());
+  }
 }
 
 Status exchangePeerInfo(ncclComm* comm) {
@@ -117,6 +175,10 @@ Status setupDeviceState(ncclComm* comm) {
     dr.next = ring[(pos + 1) % comm->nRanks];
     dr.prev = ring[(pos + comm->nRanks - 1) % comm->nRanks];
     dr.userRanks = (const int32_t*)ranks;
+    const transport::TreePeers& tree = comm->trees[c][comm->rank];
+    dev::DevTree& dt = hostCopy.channels[c].tree;
+    dt.up = tree.up;
+    for (int j = 0; j < dev::kMaxTreeArity; ++j) dt.down[j] = tree.down[j];
     void* peers = nullptr;
     const std::vector<dev::DevPeer>& devPeers = comm->p2p->devPeers(c);
     WEFT_TRY(runtime::deviceMalloc(&peers, sizeof(dev::DevPeer) * devPeers.size()));
@@ -163,13 +225,15 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     // A single rank only copies locally; a few channels keep large copies fast.
     comm->nChannels = std::clamp<int>((int)kDefaultChannels.get(), lo, hi);
     comm->rings.assign(comm->nChannels, std::vector<int>{0});
+    comm->trees.assign(comm->nChannels, std::vector<transport::TreePeers>(1));
   } else {
     WEFT_TRY(buildCommTopology(comm, lo, hi));
   }
   comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
-  comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels);
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
+  setupTuning(comm, lo);
+  comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels, comm->connectedTrees());
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));
   WEFT_TRY(comm->bootstrap->barrier());

@@ -13,6 +13,7 @@
 #include "graph/topo_options.h"
 #include "graph/topo_xml.h"
 #include "graph/transport_choice.h"
+#include "graph/tuning_input.h"
 #include "graph/xml.h"
 #include "runtime/gpu.h"
 
@@ -61,11 +62,33 @@ Status describeOwnHost(ncclComm* comm, const graph::TopoFileSettings& files, gra
   return ncclSuccess;
 }
 
+// The tree of every channel as the connection plan and the device state take it.
+std::vector<transport::TreePeers> treePeersOf(const graph::TreeChannel& tree, int nRanks) {
+  std::vector<transport::TreePeers> out(nRanks);
+  for (int r = 0; r < nRanks && r < (int)tree.links.size(); ++r) {
+    out[r].up = tree.links[r].up;
+    for (int j = 0; j < 3; ++j) out[r].down[j] = tree.links[r].down[j];
+  }
+  return out;
+}
+
+// A chain in rank order (rank 0 the root), for communicators without a searched topology.
+std::vector<transport::TreePeers> rankOrderChain(int nRanks) {
+  std::vector<transport::TreePeers> out(nRanks);
+  for (int r = 0; r < nRanks; ++r) {
+    out[r].up = r - 1;
+    out[r].down[0] = r + 1 < nRanks ? r + 1 : -1;
+  }
+  return out;
+}
+
 void rankOrderRings(ncclComm* comm, int nChannels) {
   std::vector<int> order(comm->nRanks);
   for (int r = 0; r < comm->nRanks; ++r) order[r] = r;
   comm->nChannels = nChannels;
   comm->rings.assign(nChannels, order);
+  comm->trees.assign(nChannels, rankOrderChain(comm->nRanks));
+  comm->tuning = graph::fallbackTuningInput(comm->nRanks, nChannels);
 }
 
 }  // namespace
@@ -126,7 +149,13 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
   } else {
     comm->nChannels = std::clamp(plan.nChannels, std::max(1, minChannels), maxChannels);
     comm->rings.clear();
-    for (int c = 0; c < comm->nChannels; ++c) comm->rings.push_back(plan.rings[c % plan.rings.size()].order);
+    comm->trees.clear();
+    for (int c = 0; c < comm->nChannels; ++c) {
+      comm->rings.push_back(plan.rings[c % plan.rings.size()].order);
+      comm->trees.push_back(plan.trees.empty() ? rankOrderChain(comm->nRanks)
+                                               : treePeersOf(plan.trees[c % plan.trees.size()], comm->nRanks));
+    }
+    comm->tuning = graph::tuningInputFor(topo, plan, comm->nChannels);
   }
   if (!files.dumpFile.empty() && comm->rank == files.dumpRank) {
     if (isError(graph::writeTopologyXmlFile(topo, files.dumpFile))) {

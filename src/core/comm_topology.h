@@ -9,7 +9,8 @@ struct ncclComm;
 
 namespace weft::core {
 
-// Sets comm->nChannels and comm->rings (bounded by the config and NCCL_MIN/MAX_NCHANNELS).
+// Sets comm->nChannels (bounded by the config and NCCL_MIN/MAX_NCHANNELS), comm->rings,
+// comm->trees and comm->tuning (the tuning model's view of the topology).
 // Collective over the communicator's bootstrap.
 [[nodiscard]] Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels);
 

@@ -16,6 +16,7 @@
 #include "enqueue/redop.h"
 #include "enqueue/task.h"
 #include "enqueue/work_fifo.h"
+#include "graph/tuning.h"
 #include "nccl.h"
 #include "transport/connection_plan.h"
 
@@ -56,9 +57,23 @@ struct ncclComm {
   int nChannels = 0;
   int p2pChannels = 0;  // channels on which every pair of ranks is connected
   std::vector<std::vector<int>> rings;
+  // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only
+  // when the Tree algorithm may run: see treesConnected.
+  std::vector<std::vector<weft::transport::TreePeers>> trees;
+  bool treesConnected = false;
+  const std::vector<std::vector<weft::transport::TreePeers>>& connectedTrees() const {
+    static const std::vector<std::vector<weft::transport::TreePeers>> kNone;
+    return treesConnected ? trees : kNone;
+  }
   weft::transport::ConnectionPlan connPlan;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;
+
+  // Tuning: the model's view of this communicator (topology, channels, NCCL_ALGO/NCCL_PROTO) and
+  // its constants, set at creation; the planner asks them per collective.
+  weft::graph::TuningInput tuning;
+  weft::graph::TuningConstants tuningConstants = weft::graph::TuningConstants::defaults();
+  int minCollChannels = 1;  // config minCTAs / NCCL_MIN_NCHANNELS: channels each collective uses at least
 
   // Device state.
   weft::dev::DevComm* devComm = nullptr;  // device memory

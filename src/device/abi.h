@@ -21,6 +21,7 @@ namespace weft::dev {
 constexpr int kSteps = 8;           // slots per connection buffer (NCCL_STEPS)
 constexpr int kMaxChannels = 64;    // hard limit of channels per communicator
 constexpr int kMaxWorksPerChannel = 32;  // work items one channel takes from one launch
+constexpr int kMaxTreeArity = 3;    // tree children per rank: chain successor + two other nodes' heads
 
 // Protocol and algorithm numbers are NCCL's (tuner plugins and NCCL_PROTO/NCCL_ALGO use them).
 enum Proto : uint8_t { kProtoLL = 0, kProtoLL128 = 1, kProtoSimple = 2, kNumProtos = 3 };
@@ -80,8 +81,16 @@ struct DevRing {
   const int32_t* userRanks;  // device array [nRanks]: ranks in ring order
 };
 
+// This rank's place in a channel's tree (Tree algorithm): a chain inside each node, a double
+// binary tree across nodes. Every rank of the communicator holds the same tree per channel.
+struct DevTree {
+  int32_t up;                   // parent rank, -1 at the root
+  int32_t down[kMaxTreeArity];  // children, -1 where none; filled from index 0
+};
+
 struct DevChannel {
   DevRing ring;
+  DevTree tree;
   DevPeer* peers;      // device array [nRanks], indexed by peer rank
 };
 

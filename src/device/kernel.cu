@@ -4,6 +4,7 @@
 // (operation, element type) as separate non-inlined device functions, with signed integers
 // folded onto unsigned ones where the bits agree (sum, prod, PreMulSum); copy-only functions are
 // instantiated once, on bytes.
+#include "device/coll/run_tree.cuh"
 #include "device/kernel_body.cuh"
 #include "device/kernel_api.h"
 
@@ -13,7 +14,8 @@ namespace {
 
 template <typename Fn>
 WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, WorkEnv env) {
-  runRingColl<Fn>(*w, env);
+  if (w->algo == kAlgoTree) runTreeAllReduce<Fn>(*w, env);
+  else runRingColl<Fn>(*w, env);
 }
 
 WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, WorkEnv env) { runRingColl<FnCopy>(*w, env); }
@@ -79,8 +81,11 @@ __device__ void runWork(const DevWork* w, WorkEnv env) {
       return;
     case kFuncReduce:
     case kFuncReduceScatter:
-    case kFuncAllReduce:
       if (w->algo != kAlgoRing) arch::trap();
+      dispatchReduce(w, env);
+      return;
+    case kFuncAllReduce:
+      if (w->algo != kAlgoRing && w->algo != kAlgoTree) arch::trap();
       dispatchReduce(w, env);
       return;
     default: arch::trap();
@@ -112,7 +117,7 @@ size_t minStepBytes(Proto proto) { return proto == kProtoSimple ? kSimpleMinStep
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
   if (proto != kProtoSimple || func >= kNumFuncs || op >= kNumRedOps || type >= kNumDataTypes) return false;
   if (func == kFuncSendRecv) return true;
-  if (algo != kAlgoRing) return false;
+  if (algo != kAlgoRing && !(algo == kAlgoTree && func == kFuncAllReduce)) return false;
   if (func == kFuncBroadcast || func == kFuncAllGather) return true;
   if (op == kRedSumPostDiv) return type <= kUint64;
   return true;

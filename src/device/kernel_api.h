@@ -29,7 +29,8 @@ size_t minStepBytes(Proto proto);
 
 // True when the device code implements this combination. SendRecv, Broadcast and AllGather take
 // any data type (moved as bytes, redOp ignored); reductions take every type with sum, prod, min,
-// max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing for now.
+// max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing; AllReduce
+// also runs kAlgoTree (Simple).
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type);
 
 }  // namespace weft::dev

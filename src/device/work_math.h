@@ -46,6 +46,18 @@
 //     must be equal, and so must chunkElems * dataTypeBytes on both sides (p2pChunkElems() is
 //     the reference). Items of one channel run in order: pair sends and receives in the same
 //     order on both ranks (NCCL's rounds: send to rank+d, receive from rank-d).
+// Tree AllReduce (func = kFuncAllReduce, algo = kAlgoTree, proto = kProtoSimple):
+//   - DevChannel.tree: this rank's parent (up, -1 at the root) and children (down[], -1 where
+//     none, filled from index 0) in the channel's tree, the same tree on all ranks: a chain inside
+//     each node, chain heads joined by a double binary tree across nodes (graph/channels.h).
+//     Both directions of every tree edge need a connection (ConnInfo send and recv to/from the
+//     parent and every child) on that channel.
+//   - sendBuff/recvBuff/count/chanOffset/chanCount/redOp/redOpArg/flags: as for Ring AllReduce;
+//     in place when sendBuff == recvBuff. A rank with several children keeps partial sums in
+//     recvBuff (overwritten by the result).
+//   - chunkElems: elements per primitive call, the same on all ranks (clamped like Ring's);
+//     treeChunkElems() is the reference. Each chunk goes up the tree and comes back down; with at
+//     most one child the up and down streams run concurrently on two warp groups.
 // Launch (DevKernelArgs): one block per channel with work, kernelThreads(kProtoSimple) = 512
 // threads, kernelDynamicSmem() = 0 bytes of dynamic shared memory, at most kMaxWorksPerChannel
 // items per block; works 8-byte aligned (any FIFO of DevWork is); blockArrivals zero before the
@@ -146,6 +158,12 @@ WEFT_HD uint64_t recommendedChunkElems(int func, int nRanks, uint64_t chanCount,
 // granularity; both ends of a pair must use the same value.
 WEFT_HD uint64_t p2pChunkElems(uint64_t stepBytes, int elemSize) {
   return simpleStepElems(stepBytes, elemSize);
+}
+
+// Reference chunk for Tree items: like a chain broadcast of the whole part (the tree moves every
+// element up and down once), small parts cut into about kSimpleTargetSlices chunks.
+WEFT_HD uint64_t treeChunkElems(uint64_t chanCount, int elemSize, uint64_t stepBytes) {
+  return recommendedChunkElems(kFuncBroadcast, 1, chanCount, elemSize, stepBytes);
 }
 
 // ---- ring AllReduce ----

@@ -58,9 +58,15 @@ Status groupStart() {
   return ncclSuccess;
 }
 
-Status groupEnd() {
+// Closes one group level for `fn`. At the outermost level: takes the group's state, reports an
+// earlier failure, runs the deferred communicator creations (real even when the collectives are
+// only simulated) and returns true in *outermost with the communicators that have tasks and the
+// deferred finalizations.
+static Status closeGroup(const char* fn, const char* dropped, bool* outermost, std::vector<ncclComm*>* comms,
+                         std::vector<InitJob>* finalizes = nullptr) {
+  *outermost = false;
   if (tGroup.depth == 0) {
-    WEFT_WARN("ncclGroupEnd: not inside a group (ncclGroupStart was not called, or ncclGroupEnd was called once too often)");
+    WEFT_WARN("%s: not inside a group (ncclGroupStart was not called, or %s was called once too often)", fn, fn);
     return ncclInvalidUsage;
   }
   if (--tGroup.depth > 0) return ncclSuccess;
@@ -68,8 +74,7 @@ Status groupEnd() {
   tGroup = GroupState();
   if (isError(group.error)) {
     dropQueued(group.comms);
-    WEFT_WARN("ncclGroupEnd: an earlier call in this group failed (%s); nothing in the group was launched",
-              ncclGetErrorString(group.error));
+    WEFT_WARN("%s: an earlier call in this group failed (%s); %s", fn, ncclGetErrorString(group.error), dropped);
     return group.error;
   }
   Status initStatus = runJobs(std::move(group.inits));
@@ -77,25 +82,43 @@ Status groupEnd() {
     dropQueued(group.comms);
     return initStatus;
   }
-  WEFT_TRY(launchQueued(group.comms));
-  Status finalizeStatus = runJobs(std::move(group.finalizes));
+  *outermost = true;
+  *comms = std::move(group.comms);
+  if (finalizes) *finalizes = std::move(group.finalizes);
+  return initStatus;
+}
+
+Status groupEnd() {
+  bool outermost = false;
+  std::vector<ncclComm*> comms;
+  std::vector<InitJob> finalizes;
+  Status status = closeGroup("ncclGroupEnd", "nothing in the group was launched", &outermost, &comms, &finalizes);
+  if (!outermost) return status;
+  WEFT_TRY(launchQueued(comms));
+  Status finalizeStatus = runJobs(std::move(finalizes));
   if (isError(finalizeStatus)) return finalizeStatus;
-  return initStatus == ncclInProgress ? initStatus : finalizeStatus;
+  return status == ncclInProgress ? status : finalizeStatus;
 }
 
 Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
-  if (tGroup.depth == 0) {
-    WEFT_WARN("ncclGroupSimulateEnd: not inside a group");
-    return ncclInvalidUsage;
+  bool outermost = false;
+  std::vector<ncclComm*> comms;
+  Status status = closeGroup("ncclGroupSimulateEnd", "nothing was estimated", &outermost, &comms);
+  if (!outermost) return status;
+  // Each communicator runs its tasks one after the other; different communicators (GPUs) run
+  // side by side, so the group takes as long as its slowest communicator.
+  double slowest = 0;
+  Status estimated = ncclSuccess;
+  for (ncclComm* comm : comms) {
+    double us = 0;
+    Status s = estimateQueuedMicroseconds(comm, &us);
+    if (isError(s) && !isError(estimated)) estimated = s;
+    slowest = std::max(slowest, us);
   }
-  if (--tGroup.depth > 0) return ncclSuccess;
-  GroupState group = std::move(tGroup);
-  tGroup = GroupState();
-  float estimate = 0.0f;
-  for (ncclComm* comm : group.comms) estimate += estimateQueuedMicroseconds(comm);
-  dropQueued(group.comms);
-  simInfo->estimatedTime = estimate;
-  return group.error;
+  dropQueued(comms);
+  if (isError(estimated)) return estimated;
+  simInfo->estimatedTime = (float)slowest;
+  return status;
 }
 
 Status enqueueTask(ncclComm* comm, const Task& task) {

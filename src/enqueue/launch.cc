@@ -26,6 +26,9 @@ PlanShape shapeOf(const ncclComm* comm) {
   s.nChannels = comm->nChannels;
   s.stepBytes = comm->stepBytes;
   s.copyLanes = defaultCopyLanes(comm->nChannels);
+  s.tuning = comm->tuning;
+  s.constants = &comm->tuningConstants;
+  s.minCollChannels = comm->minCollChannels;
   s.sendChannels.resize(comm->nRanks);
   s.recvChannels.resize(comm->nRanks);
   for (int p = 0; p < comm->nRanks; ++p) {
@@ -163,12 +166,19 @@ Status prepare(ncclComm* comm, CommLaunches* out) {
 Status launchOne(const CommLaunches& c, size_t index) {
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(c.comm->cudaDev));
+  const PlannedLaunch& launch = c.launches[index];
+  const dev::Proto proto = (dev::Proto)launch.proto;
+  const void* fn = dev::kernelFunction(proto);
+  if (fn == nullptr) {
+    // isSupported said yes to a protocol the build has no kernel for: a device-code bug.
+    WEFT_WARN("rank %d: no kernel is built for protocol %d, which the tuner chose", c.comm->rank, launch.proto);
+    return ncclInternalError;
+  }
   dev::DevKernelArgs args;
-  WEFT_TRY(writeWorks(c.comm, c.launches[index], c.capturing, &args));
+  WEFT_TRY(writeWorks(c.comm, launch, c.capturing, &args));
   void* params[] = {&args};
-  return runtime::launchKernel(dev::kernelFunction(dev::kProtoSimple), runtime::Dim3(args.nBlocks),
-                               runtime::Dim3(dev::kernelThreads(dev::kProtoSimple)), params,
-                               dev::kernelDynamicSmem(dev::kProtoSimple), c.streams[0]);
+  return runtime::launchKernel(fn, runtime::Dim3(args.nBlocks), runtime::Dim3(dev::kernelThreads(proto)), params,
+                               dev::kernelDynamicSmem(proto), c.streams[0]);
 }
 
 // The other streams wait for the kernels; the communicator remembers where they ran.
@@ -232,11 +242,8 @@ Status launchQueued(const std::vector<ncclComm*>& comms) {
   return first;
 }
 
-float estimateQueuedMicroseconds(ncclComm* comm) {
-  // Until the tuning model exists: a fixed launch cost plus bytes at a nominal NVLink rate.
-  float us = 0.0f;
-  for (const Task& t : comm->tasks) us += 10.0f + (float)t.bytes() / 300e3f;
-  return us;
+Status estimateQueuedMicroseconds(ncclComm* comm, double* us) {
+  return estimateTasks(comm->tasks, shapeOf(comm), us);
 }
 
 }  // namespace weft::enqueue

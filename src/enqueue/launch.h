@@ -19,7 +19,8 @@ namespace weft::enqueue {
 // items; called at communicator creation so that a capture normally allocates nothing.
 [[nodiscard]] Status refillGraphPool(ncclComm* comm, uint32_t atLeast);
 
-// The tuning model's estimate for the queued tasks, in microseconds (ncclGroupSimulateEnd).
-float estimateQueuedMicroseconds(ncclComm* comm);
+// The tuning model's estimate for the queued tasks, in microseconds (ncclGroupSimulateEnd): the
+// sum of the collectives' estimates (planner.h estimateTasks). Leaves the queue alone.
+[[nodiscard]] Status estimateQueuedMicroseconds(ncclComm* comm, double* us);
 
 }  // namespace weft::enqueue

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "core/log.h"
+#include "device/kernel_api.h"
 #include "device/work_math.h"
+#include "graph/algo_proto_env.h"
 
 namespace weft::enqueue {
 namespace {
@@ -47,17 +50,53 @@ dev::DevWork baseWork(const Task& t, const PlanShape& shape) {
 // Work of the whole group, per channel, before it is cut into launches.
 using ChannelWorks = std::vector<std::vector<dev::DevWork>>;
 
-void planCollective(const Task& t, const PlanShape& shape, ChannelWorks* perChannel) {
+// The byte count the tuning model prices: NCCL's nBytes, the whole gathered/scattered array for
+// AllGather/ReduceScatter (whose count is one rank's block).
+size_t modelBytes(const Task& t, int nRanks) {
+  size_t b = t.bytes();
+  if (t.kind == TaskKind::kAllGather || t.kind == TaskKind::kReduceScatter) b *= (size_t)nRanks;
+  return b;
+}
+
+// chunkElems of one channel's item; rules in device/work_math.h.
+uint32_t collChunkElems(const dev::DevWork& w, const PlanShape& shape, int elemBytes) {
+  if (w.proto != dev::kProtoSimple) return 0;  // LL/LL128: the kernel derives it from its buffers
+  if (w.algo == dev::kAlgoTree) return (uint32_t)dev::treeChunkElems(w.chanCount, elemBytes, (uint64_t)shape.stepBytes);
+  return (uint32_t)dev::recommendedChunkElems(w.func, shape.nRanks, w.chanCount, elemBytes,
+                                              (uint64_t)shape.stepBytes);
+}
+
+void planCollective(const Task& t, const CollChoice& choice, const PlanShape& shape, ChannelWorks* perChannel) {
   int elemBytes = dev::dataTypeBytes(t.dataType);
-  int parts = collectiveChannels(t.bytes(), shape);
+  int parts = choice.nChannels;
   uint64_t align = kChannelAlignBytes / (uint64_t)elemBytes;
   for (int c = 0; c < parts; ++c) {
     dev::DevWork w = baseWork(t, shape);
+    w.algo = (uint8_t)choice.algo;
+    w.proto = (uint8_t)choice.proto;
     splitRange(t.count, parts, align, c, &w.chanOffset, &w.chanCount);
     if (w.chanCount == 0) continue;
-    w.chunkElems = (uint32_t)dev::recommendedChunkElems(w.func, shape.nRanks, w.chanCount, elemBytes,
-                                                        (uint64_t)shape.stepBytes);
+    w.chunkElems = collChunkElems(w, shape, elemBytes);
     (*perChannel)[c].push_back(w);
+  }
+}
+
+// Appends launches of at most kMaxWorksPerChannel items per channel; order is kept per channel.
+void cutLaunches(int proto, const ChannelWorks& perChannel, std::vector<PlannedLaunch>* launches) {
+  std::vector<size_t> taken(perChannel.size(), 0);
+  for (;;) {
+    PlannedLaunch launch;
+    launch.proto = proto;
+    for (size_t c = 0; c < perChannel.size(); ++c) {
+      size_t left = perChannel[c].size() - taken[c];
+      if (left == 0) continue;
+      size_t n = std::min<size_t>(left, dev::kMaxWorksPerChannel);
+      launch.channels.push_back((int)c);
+      launch.works.emplace_back(perChannel[c].begin() + taken[c], perChannel[c].begin() + taken[c] + n);
+      taken[c] += n;
+    }
+    if (launch.channels.empty()) break;
+    launches->push_back(std::move(launch));
   }
 }
 
@@ -187,37 +226,88 @@ void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint6
   *length = end - begin;
 }
 
+Status chooseCollective(const Task& t, const PlanShape& shape, CollChoice* choice) {
+  const dev::Func func = deviceFunc(t.kind);
+  WEFT_ASSERT(func != dev::kFuncSendRecv);
+  WEFT_ASSERT(shape.nChannels >= 1 && shape.tuning.nRanks == shape.nRanks);
+  const int lo = std::clamp(shape.minCollChannels, 1, shape.nChannels);
+  CollChoice c;
+  if (shape.nRanks == 1) {
+    // A local copy: no algorithm to choose; spread large copies so they run at memory speed.
+    c.nChannels = std::max(lo, collectiveChannels(t.bytes(), shape));
+    *choice = c;
+    return ncclSuccess;
+  }
+  const graph::TuningConstants& k = shape.constants ? *shape.constants : graph::TuningConstants::defaults();
+  const SupportFn supported = shape.isSupported ? shape.isSupported : &dev::isSupported;
+  graph::TuningInput in = shape.tuning;
+  in.maxChannels = std::clamp(in.maxChannels, 1, shape.nChannels);
+  uint32_t pairs = 0;
+  for (int a = 0; a < dev::kNumAlgos; ++a) {
+    for (int p = 0; p < dev::kNumProtos; ++p) {
+      if (supported(func, (dev::Algo)a, (dev::Proto)p, t.redOp, t.dataType)) pairs |= graph::pairBit(a, p);
+    }
+  }
+  in.supported[func] &= pairs;
+  graph::TuningChoice tc;
+  WEFT_TRY(graph::selectAlgoProto(in, k, func, modelBytes(t, shape.nRanks), &tc));
+  c.algo = tc.algo;
+  c.proto = tc.proto;
+  c.nChannels = std::clamp(tc.nChannels, lo, shape.nChannels);
+  c.timeUs = tc.timeUs;
+  *choice = c;
+  return ncclSuccess;
+}
+
+Status estimateTasks(const std::vector<Task>& tasks, const PlanShape& shape, double* us) {
+  double total = 0;
+  for (const Task& t : tasks) {
+    if (t.isP2p() || t.count == 0) continue;
+    CollChoice c;
+    WEFT_TRY(chooseCollective(t, shape, &c));
+    total += c.timeUs;
+  }
+  *us = total;
+  return ncclSuccess;
+}
+
 Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::vector<PlannedLaunch>* launches) {
   WEFT_ASSERT(shape.nChannels >= 1 && shape.copyLanes >= 0 && shape.nChannels + shape.copyLanes <= dev::kMaxChannels);
   WEFT_ASSERT((int)shape.sendChannels.size() == shape.nRanks && (int)shape.recvChannels.size() == shape.nRanks);
+  // Work per protocol segment: consecutive collectives of one protocol share a segment. Blocks
+  // beyond the channels are copy lanes (self copies only).
   const int nBlocks = shape.nChannels + shape.copyLanes;
-  ChannelWorks perChannel(nBlocks);
+  struct Segment {
+    int proto;
+    ChannelWorks perChannel;
+  };
+  std::vector<Segment> segments;
+  auto segmentFor = [&](int proto) -> ChannelWorks& {
+    if (segments.empty() || segments.back().proto != proto) segments.push_back({proto, ChannelWorks(nBlocks)});
+    return segments.back().perChannel;
+  };
   std::vector<const Task*> p2p;
   for (const Task& t : tasks) {
     if (t.isP2p()) {
       p2p.push_back(&t);
-    } else if (t.count > 0) {
-      planCollective(t, shape, &perChannel);
+      continue;
     }
+    if (t.count == 0) continue;
+    CollChoice c;
+    WEFT_TRY(chooseCollective(t, shape, &c));
+    WEFT_INFO(log::kTuning, "%s: %zu Bytes -> Algo %d proto %d channel{Lo..Hi}={0..%d} (%s/%s, model %.1f us)",
+              taskKindName(t.kind), modelBytes(t, shape.nRanks), c.algo, c.proto, c.nChannels - 1,
+              graph::algoName(c.algo), graph::protoName(c.proto), c.timeUs);
+    planCollective(t, c, shape, &segmentFor(c.proto));
   }
-  WEFT_TRY(planPointToPoint(p2p, shape, &perChannel));
-
-  // Cut into launches of at most kMaxWorksPerChannel items per channel; order is kept per channel.
+  if (!p2p.empty()) {
+    ChannelWorks p2pWorks(nBlocks);
+    WEFT_TRY(planPointToPoint(p2p, shape, &p2pWorks));
+    ChannelWorks& seg = segmentFor(dev::kProtoSimple);
+    for (int c = 0; c < nBlocks; ++c) seg[c].insert(seg[c].end(), p2pWorks[c].begin(), p2pWorks[c].end());
+  }
   launches->clear();
-  std::vector<size_t> taken(nBlocks, 0);
-  for (;;) {
-    PlannedLaunch launch;
-    for (int c = 0; c < nBlocks; ++c) {
-      size_t left = perChannel[c].size() - taken[c];
-      if (left == 0) continue;
-      size_t n = std::min<size_t>(left, dev::kMaxWorksPerChannel);
-      launch.channels.push_back(c);
-      launch.works.emplace_back(perChannel[c].begin() + taken[c], perChannel[c].begin() + taken[c] + n);
-      taken[c] += n;
-    }
-    if (launch.channels.empty()) break;
-    launches->push_back(std::move(launch));
-  }
+  for (const Segment& s : segments) cutLaunches(s.proto, s.perChannel, launches);
   return ncclSuccess;
 }
 

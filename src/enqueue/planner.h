@@ -9,8 +9,12 @@
 #include "core/status.h"
 #include "device/abi.h"
 #include "enqueue/task.h"
+#include "graph/tuning.h"
 
 namespace weft::enqueue {
+
+// Which (function, algorithm, protocol, reduction, type) combinations the kernels implement.
+using SupportFn = bool (*)(dev::Func, dev::Algo, dev::Proto, dev::RedOp, dev::DataType);
 
 // What the planner knows about the communicator.
 struct PlanShape {
@@ -18,7 +22,15 @@ struct PlanShape {
   int nRanks = 1;
   int nChannels = 1;               // channels with ring connections
   int stepBytes = 1 << 19;         // Simple step size of every connection
-  size_t minChannelBytes = 1 << 17;  // a collective uses about bytes/minChannelBytes channels
+  // The tuning model's view of the communicator (tuning.nRanks must equal nRanks). Per call the
+  // planner narrows tuning.supported[func] to what isSupported says for the call's reduction and
+  // type, and tuning.maxChannels to nChannels. Every rank must pass the same values.
+  graph::TuningInput tuning;
+  const graph::TuningConstants* constants = nullptr;  // nullptr: TuningConstants::defaults()
+  SupportFn isSupported = nullptr;                    // nullptr: dev::isSupported
+  int minCollChannels = 1;          // a collective uses at least this many channels (minCTAs,
+                                    // NCCL_MIN_NCHANNELS), at most nChannels
+  size_t minChannelBytes = 1 << 17;  // one rank (a local copy): about bytes/minChannelBytes channels
   // sendChannels[p]: the channels on which this rank has a connection to peer p, in increasing
   // order; recvChannels[p]: those on which it has one from p. Must be the sets the peer computes
   // for the other direction (the connection plan guarantees it).
@@ -30,20 +42,43 @@ struct PlanShape {
   int copyLanes = 0;
 };
 
-// One kernel launch: block b serves channel `channels[b]` and runs works[b] in order.
+// One kernel launch: block b serves channel `channels[b]` and runs works[b] in order. Every
+// item of a launch has protocol `proto` (one kernel per protocol).
 struct PlannedLaunch {
+  int proto = dev::kProtoSimple;
   std::vector<int> channels;
   std::vector<std::vector<dev::DevWork>> works;
   size_t workCount() const;
 };
 
+// What the planner runs one collective with.
+struct CollChoice {
+  int algo = dev::kAlgoRing;
+  int proto = dev::kProtoSimple;
+  int nChannels = 1;
+  double timeUs = 0;  // the model's estimate for the pair (at the model's channel count)
+};
+
+// Picks (algorithm, protocol, channels) for a collective task with the tuning model: the fastest
+// pair that the kernels implement for its reduction and type and that NCCL_ALGO/NCCL_PROTO
+// allow; channels as the model says, within [minCollChannels, nChannels]. Fails with
+// ncclInvalidUsage (WARN naming the function and the settings) when nothing is left.
+[[nodiscard]] Status chooseCollective(const Task& task, const PlanShape& shape, CollChoice* choice);
+
 // Turns tasks into launches. Collectives keep their call order and come first; point-to-point
 // tasks follow in rounds (round d: send to rank+d, receive from rank-d), the order every rank
-// computes alike, so that matching sends and receives meet without deadlock.
+// computes alike, so that matching sends and receives meet without deadlock. Consecutive work of
+// one protocol shares launches; a change of protocol starts a new launch, so launches run the
+// tasks in call order.
 [[nodiscard]] Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape,
                                std::vector<PlannedLaunch>* launches);
 
-// How many channels a collective of `bytes` uses (at least 1, at most shape.nChannels).
+// The model's estimate of the tasks' time in microseconds: the sum over collectives of the chosen
+// pair's estimate (point-to-point tasks are not modeled and count 0, as in NCCL).
+[[nodiscard]] Status estimateTasks(const std::vector<Task>& tasks, const PlanShape& shape, double* us);
+
+// How many channels a single-rank collective (a local copy) of `bytes` uses (at least 1, at most
+// shape.nChannels).
 int collectiveChannels(size_t bytes, const PlanShape& shape);
 
 // Copy lanes for a communicator with nChannels channels: half as many, within kMaxChannels.

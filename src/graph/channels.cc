@@ -233,6 +233,9 @@ ChannelPlan planChannels(const Topology& topo, const TopoOptions& opts) {
     }
     total *= 2;
   }
+  plan.nHosts = nHosts;
+  plan.bwIntraPerChannel = plan.ringSearch.bwIntra * plan.ringSearch.nChannels / total;
+  plan.bwInterPerChannel = plan.ringSearch.bwInter * plan.ringSearch.nChannels / total;
   int maxC = std::max(1, std::min(opts.maxChannels, kMaxChannels));
   total = std::min(total, maxC);
   plan.rings.resize(total);

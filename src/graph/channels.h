@@ -64,6 +64,12 @@ struct ChannelPlan {
   std::vector<TreeChannel> trees;   // per channel
   SearchResult ringSearch;          // what the searches found, before duplication
   SearchResult treeSearch;
+  // For the tuning model: hosts taking part, and the GB/s one channel moves inside a host and
+  // across hosts once the searched bandwidth is shared out over the duplicated channels (the
+  // total of the searched rings, divided by the channel count before NCCL_MIN/MAX_NCHANNELS).
+  int nHosts = 0;
+  double bwIntraPerChannel = 0;
+  double bwInterPerChannel = 0;
 };
 
 // Runs both searches and duplicates channels as NCCL does: twice the searched count (channel

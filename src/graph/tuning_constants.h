@@ -27,7 +27,7 @@
 namespace weft::graph {
 
 // Kinds of hop the model prices (rows of hwUs).
-enum LinkType : int { kLinkNvlink = 0, kLinkPcie = 1, kLinkNet = 2, kNumLinkTypes = 3 };
+enum HopLink : int { kLinkNvlink = 0, kLinkPcie = 1, kLinkNet = 2, kNumLinkTypes = 3 };
 
 const char* linkTypeName(int link);  // "nvlink", "pcie", "net"
 

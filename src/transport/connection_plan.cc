@@ -4,7 +4,8 @@
 
 namespace weft::transport {
 
-ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels) {
+ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels,
+                               const std::vector<std::vector<TreePeers>>& trees) {
   ConnectionPlan plan;
   plan.rank = rank;
   plan.nChannels = (int)rings.size();
@@ -19,6 +20,14 @@ ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& ri
     int prev = ring[(pos + n - 1) % n];
     if (next != rank) plan.sendOn[c][next] = true;
     if (prev != rank) plan.recvOn[c][prev] = true;
+    if (c < (int)trees.size() && rank < (int)trees[c].size()) {
+      const TreePeers& t = trees[c][rank];
+      for (int peer : {t.up, t.down[0], t.down[1], t.down[2]}) {
+        if (peer < 0 || peer >= n || peer == rank) continue;
+        plan.sendOn[c][peer] = true;
+        plan.recvOn[c][peer] = true;
+      }
+    }
     if (c < p2pChannels) {
       for (int p = 0; p < n; ++p) {
         if (p == rank) continue;

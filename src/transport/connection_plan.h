@@ -1,6 +1,8 @@
 // Which connections a communicator sets up: on every channel a send connection to the ring's next
 // rank and a receive connection from its previous rank, plus, on the first p2pChannels channels,
-// connections between every pair of ranks for point-to-point traffic. Every rank computes the same
+// connections between every pair of ranks for point-to-point traffic, plus, when trees are given,
+// both directions between every rank and its tree parent and children (the Tree algorithm sends
+// up and down each tree edge). Every rank computes the same
 // plan from the same ring orders, so a connection a->b on channel c exists at a (send side) exactly
 // when it exists at b (receive side).
 #pragma once
@@ -8,6 +10,12 @@
 #include <vector>
 
 namespace weft::transport {
+
+// A rank's place in one channel's tree (device/abi.h DevTree).
+struct TreePeers {
+  int up = -1;                  // parent, -1 at the root
+  int down[3] = {-1, -1, -1};   // children, -1 where none
+};
 
 struct ConnectionPlan {
   int rank = 0;
@@ -24,8 +32,11 @@ struct ConnectionPlan {
   int recvConnectionCount() const;
 };
 
-// rings[c] lists the ranks of channel c's ring in order. The rank itself is never connected to
-// itself: self traffic is a local copy, spread over every channel.
-ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels);
+// rings[c] lists the ranks of channel c's ring in order. trees[c][r] is rank r's place in channel
+// c's tree (all ranks, so that a rank can compute its peers' plans); empty: no tree connections.
+// The rank itself is never connected to itself: self traffic is a local copy, spread over every
+// channel.
+ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels,
+                               const std::vector<std::vector<TreePeers>>& trees = {});
 
 }  // namespace weft::transport

@@ -4,45 +4,18 @@
 
 #include <map>
 
+#include "planner_test_util.h"
+
 using namespace weft;
 using namespace weft::enqueue;
 
 namespace {
 
-PlanShape ringShape(int rank, int nRanks, int nChannels) {
-  PlanShape s;
-  s.rank = rank;
-  s.nRanks = nRanks;
-  s.nChannels = nChannels;
-  s.sendChannels.assign(nRanks, {});
-  s.recvChannels.assign(nRanks, {});
-  for (int p = 0; p < nRanks; ++p) {
-    for (int c = 0; c < nChannels; ++c) {
-      s.sendChannels[p].push_back(c);
-      s.recvChannels[p].push_back(c);
-    }
-  }
-  return s;
-}
+PlanShape ringShape(int rank, int nRanks, int nChannels) { return test::uniformShape(rank, nRanks, nChannels, nChannels); }
 
-Task allReduce(size_t count, dev::DataType type) {
-  Task t{TaskKind::kAllReduce};
-  t.count = count;
-  t.dataType = type;
-  t.sendBuff = (const void*)0x1000;
-  t.recvBuff = (void*)0x2000;
-  return t;
-}
+Task allReduce(size_t count, dev::DataType type) { return test::collTask(TaskKind::kAllReduce, count, type); }
 
-Task p2p(TaskKind kind, int peer, size_t bytes) {
-  Task t{kind};
-  t.peer = peer;
-  t.count = bytes;
-  t.dataType = dev::kUint8;
-  if (kind == TaskKind::kSend) t.sendBuff = reinterpret_cast<const void*>(uintptr_t(0x10000 + peer));
-  else t.recvBuff = reinterpret_cast<void*>(uintptr_t(0x20000 + peer));
-  return t;
-}
+Task p2p(TaskKind kind, int peer, size_t bytes) { return test::p2pTask(kind, peer, bytes); }
 
 }  // namespace
 

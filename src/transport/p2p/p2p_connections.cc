@@ -140,7 +140,7 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
       memset(&dp, 0, sizeof(dp));
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
-        ConnectionPlan peerPlan = planConnections(p, comm->rings, comm->p2pChannels);
+        ConnectionPlan peerPlan = planConnections(p, comm->rings, comm->p2pChannels, comm->connectedTrees());
         dp.send.buffs[dev::kProtoSimple] = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me);
         dp.send.stepBytes[dev::kProtoSimple] = comm->stepBytes;
         dp.send.tail = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);

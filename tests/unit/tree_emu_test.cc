@@ -1,0 +1,288 @@
+// The Tree AllReduce work runner (device/coll/run_tree.cuh) with the real Simple protocol on the
+// CPU: the arch layer's host emulation runs every GPU thread of a block as an OS thread, ranks'
+// blocks run concurrently and talk through host-memory connections on the tree edges, laid out
+// as the P2P transport lays them (buffer and tail with the receiver, head with the sender).
+// Checks exact results, the warp-group split (one child) and the chained primitives (several
+// children), step bookkeeping across items and launches, and freedom from deadlock.
+#define WEFT_ARCH_HOST_EMULATION 1
+#include "device/coll/run_tree.cuh"
+#include "device/kernel_body.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace weft::dev {
+namespace {
+
+constexpr uint32_t kStepBytes = kSimpleMinStepBytes;  // 1024 floats a step: many slices
+
+using TreeOf = std::vector<DevTree>;  // indexed by rank
+
+DevTree at(int up, int d0 = -1, int d1 = -1, int d2 = -1) { return DevTree{up, {d0, d1, d2}}; }
+
+TreeOf chainOf(const std::vector<int>& order) {
+  TreeOf t(order.size(), at(-1));
+  for (size_t i = 0; i + 1 < order.size(); i++) {
+    t[order[i + 1]].up = order[i];
+    t[order[i]].down[0] = order[i + 1];
+  }
+  return t;
+}
+
+// Ranks' device state with a connection each way on every tree edge of every channel.
+class TreeFabric {
+ public:
+  explicit TreeFabric(std::vector<TreeOf> trees)
+      : trees_(std::move(trees)), n_((int)trees_[0].size()), nCh_((int)trees_.size()),
+        peers_(n_, std::vector<std::vector<DevPeer>>(nCh_, std::vector<DevPeer>(n_, DevPeer{}))) {
+    for (int c = 0; c < nCh_; c++)
+      for (int r = 0; r < n_; r++)
+        if (trees_[c][r].up >= 0) {
+          connect(c, r, trees_[c][r].up);
+          connect(c, trees_[c][r].up, r);
+        }
+    for (int r = 0; r < n_; r++) {
+      comms_.push_back(std::make_unique<DevComm>());
+      DevComm& d = *comms_.back();
+      d = DevComm{};
+      d.rank = r;
+      d.nRanks = n_;
+      d.nChannels = nCh_;
+      d.abortFlag = &abort_;
+      for (int c = 0; c < nCh_; c++) {
+        d.channels[c].tree = trees_[c][r];
+        d.channels[c].peers = peers_[r][c].data();
+      }
+    }
+  }
+
+  int nRanks() const { return n_; }
+  int nChannels() const { return nCh_; }
+
+  // One launch: works[r][c] run in order by rank r's block for channel c. False on a timeout.
+  bool launch(const std::vector<std::vector<std::vector<DevWork>>>& works, double seconds) {
+    std::vector<DevKernelArgs> args(n_);
+    std::vector<std::vector<DevWork>> flat(n_);
+    std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
+    std::vector<std::unique_ptr<SimpleKernelSmem>> smems;
+    std::vector<std::thread> threads;
+    std::atomic<int> running{0};
+    for (int r = 0; r < n_; r++) {
+      DevKernelArgs& a = args[r];
+      a = DevKernelArgs{};
+      a.comm = comms_[r].get();
+      a.worksMask = ~0u;
+      for (int c = 0; c < nCh_; c++) {
+        if (works[r][c].empty()) continue;
+        a.blocks[a.nBlocks++] = DevKernelArgs::Block{(uint32_t)flat[r].size(), (uint16_t)works[r][c].size(), (uint8_t)c, 0};
+        flat[r].insert(flat[r].end(), works[r][c].begin(), works[r][c].end());
+      }
+      a.works = flat[r].data();
+    }
+    for (int r = 0; r < n_; r++)
+      for (uint32_t b = 0; b < args[r].nBlocks; b++) {
+        blocks.push_back(std::make_unique<arch::EmuBlock>(kSimpleThreads));
+        smems.push_back(std::make_unique<SimpleKernelSmem>());
+        arch::EmuBlock* blk = blocks.back().get();
+        SimpleKernelSmem* smem = smems.back().get();
+        const DevKernelArgs* ap = &args[r];
+        for (int t = 0; t < kSimpleThreads; t++) {
+          running++;
+          threads.emplace_back([&running, ap, b, t, blk, smem] {
+            arch::threadIdx.x = t;
+            arch::threadIdx.block = blk;
+            simpleKernelBody(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
+            running--;
+          });
+        }
+      }
+    auto start = std::chrono::steady_clock::now();
+    bool finished = true;
+    while (running > 0) {
+      if (finished && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(seconds)) {
+        finished = false;
+        __atomic_store_n(&abort_, 1u, __ATOMIC_RELAXED);  // every wait gives up; blocks leave
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    for (auto& t : threads) t.join();
+    return finished;
+  }
+
+  // Both ends of every connection agree: sender's and receiver's step, tail and head.
+  std::string checkLinks() const {
+    for (int c = 0; c < nCh_; c++)
+      for (auto [s, r] : edges_[c]) {
+        const ConnInfo& snd = peers_[s][c][r].send;
+        const ConnInfo& rcv = peers_[r][c][s].recv;
+        if (snd.step != rcv.step || *snd.tail != snd.step || *snd.head != snd.step || snd.step == 0)
+          return "link " + std::to_string(s) + "->" + std::to_string(r) + " channel " + std::to_string(c) +
+                 ": send.step " + std::to_string(snd.step) + " recv.step " + std::to_string(rcv.step);
+      }
+    return "";
+  }
+
+ private:
+  static void runItem(const DevWork& w, const WorkEnv& env) {
+    if (w.redOp == kRedPreMulSum) return runTreeAllReduce<FnPreMulSum<float>>(w, env);
+    if (w.redOp == kRedSumPostDiv) return runTreeAllReduce<FnSumPostDiv<int32_t>>(w, env);
+    runTreeAllReduce<FnSum<float>>(w, env);
+  }
+
+  void connect(int c, int s, int r) {
+    if (edges_.size() < size_t(nCh_)) edges_.resize(nCh_);
+    edges_[c].insert({s, r});
+    buffers_.emplace_back(size_t(kSteps) * kStepBytes + 64, 0);
+    char* buf = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(buffers_.back().data()) + 63) & ~uintptr_t(63));
+    counters_.push_back(std::make_unique<uint64_t[]>(2));
+    uint64_t* tail = &counters_.back()[0];
+    uint64_t* head = &counters_.back()[1];
+    *tail = *head = 0;
+    for (ConnInfo* ci : {&peers_[s][c][r].send, &peers_[r][c][s].recv}) {
+      ci->buffs[kProtoSimple] = buf;
+      ci->stepBytes[kProtoSimple] = kStepBytes;
+      ci->tail = tail;
+      ci->head = head;
+    }
+  }
+
+  std::vector<TreeOf> trees_;
+  int n_, nCh_;
+  std::vector<std::vector<std::vector<DevPeer>>> peers_;  // [rank][channel][peer]
+  std::vector<std::set<std::pair<int, int>>> edges_;      // per channel: (sender, receiver)
+  std::vector<std::vector<char>> buffers_;
+  std::vector<std::unique_ptr<uint64_t[]>> counters_;
+  std::vector<std::unique_ptr<DevComm>> comms_;
+  uint32_t abort_ = 0;
+};
+
+using Works = std::vector<std::vector<std::vector<DevWork>>>;
+
+// One AllReduce: float sum, float PreMulSum by 0.5, or int32 SumPostDiv by nRanks; small integer
+// inputs, so every result is exact.
+struct AllReduceCase {
+  uint64_t count;
+  int redOp;
+  bool inPlace;
+  std::vector<std::vector<char>> send, recv;
+  std::vector<std::vector<int>> inputs;
+
+  void add(const TreeFabric& f, Works& works, std::mt19937& rng) {
+    const int n = f.nRanks();
+    for (int r = 0; r < n; r++) {
+      send.emplace_back(count * 4 + 16, 0);
+      recv.emplace_back(count * 4 + 16, 0x55);
+      inputs.emplace_back(count);
+      for (uint64_t i = 0; i < count; i++) {
+        int v = int(rng() % 21) - 10;
+        inputs[r][i] = v;
+        float fv = float(v);
+        if (redOp == kRedSumPostDiv) std::memcpy(&send[r][i * 4], &v, 4);
+        else std::memcpy(&send[r][i * 4], &fv, 4);
+      }
+      if (inPlace) recv[r] = send[r];
+    }
+    for (int r = 0; r < n; r++)
+      for (int c = 0; c < f.nChannels(); c++) {
+        ElemRange part = channelPart(count, f.nChannels(), c, 4);
+        if (part.count == 0) continue;
+        DevWork w{};
+        w.func = kFuncAllReduce;
+        w.algo = kAlgoTree;
+        w.proto = kProtoSimple;
+        w.redOp = (uint8_t)redOp;
+        w.dataType = redOp == kRedSumPostDiv ? kInt32 : kFloat32;
+        w.recvBuff = recv[r].data();
+        w.sendBuff = inPlace ? w.recvBuff : send[r].data();
+        w.count = count;
+        w.chanOffset = part.offset;
+        w.chanCount = part.count;
+        w.chunkElems = (uint32_t)treeChunkElems(part.count, 4, kStepBytes);
+        w.sendPeer = w.recvPeer = -1;
+        if (redOp == kRedPreMulSum) {
+          float half = 0.5f;
+          std::memcpy(&w.redOpArg, &half, 4);
+        }
+        if (redOp == kRedSumPostDiv) w.redOpArg = (uint64_t)n;
+        works[r][c].push_back(w);
+      }
+  }
+
+  std::string check(int n) const {
+    for (int r = 0; r < n; r++)
+      for (uint64_t i = 0; i < count; i++) {
+        double want = 0, got;
+        for (int q = 0; q < n; q++) want += redOp == kRedPreMulSum ? 0.5 * inputs[q][i] : inputs[q][i];
+        if (redOp == kRedSumPostDiv) {
+          want = double(int32_t(want) / n);
+          int32_t x;
+          std::memcpy(&x, &recv[r][i * 4], 4);
+          got = x;
+        } else {
+          float x;
+          std::memcpy(&x, &recv[r][i * 4], 4);
+          got = x;
+        }
+        if (got != want)
+          return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": got " + std::to_string(got) +
+                 " want " + std::to_string(want);
+      }
+    return "";
+  }
+};
+
+// Two launches of several AllReduces each: every item continues the steps the last one saved.
+void runCases(TreeFabric& f, uint64_t seed) {
+  std::mt19937 rng(seed);
+  for (int launch = 0; launch < 2; launch++) {
+    std::vector<AllReduceCase> cases = {{9001, kRedSum, launch == 1},
+                                        {1, kRedSum, false},
+                                        {4099, kRedPreMulSum, true},
+                                        {3000, kRedSumPostDiv, false}};
+    Works works(f.nRanks(), std::vector<std::vector<DevWork>>(f.nChannels()));
+    for (auto& k : cases) k.add(f, works, rng);
+    ASSERT_TRUE(f.launch(works, 60)) << "deadlock, launch " << launch;
+    for (auto& k : cases) ASSERT_EQ(k.check(f.nRanks()), "") << "count " << k.count << " op " << k.redOp;
+  }
+  EXPECT_EQ(f.checkLinks(), "");
+}
+
+TEST(TreeProtoEmu, ChainsOfTwoToFourRanks) {
+  std::mt19937 rng(21);
+  for (int n : {2, 3, 4}) {
+    std::vector<int> a(n), b(n);
+    std::iota(a.begin(), a.end(), 0);
+    std::iota(b.begin(), b.end(), 0);
+    std::shuffle(b.begin(), b.end(), rng);
+    TreeFabric f({chainOf(a), chainOf(b)});
+    SCOPED_TRACE("chain of " + std::to_string(n));
+    runCases(f, 100 + n);
+  }
+}
+
+TEST(TreeProtoEmu, BinaryTreeWithTwoChildren) {
+  // Channel 0: root 1 with children 0 and 2, and 2 -> {3}: a chain below a two-child root.
+  // Channel 1: 0 -> {2, 3}, 2 -> {1}.
+  TreeFabric f({{at(1), at(-1, 0, 2), at(1, 3), at(2)}, {at(-1, 2, 3), at(2), at(0, 1), at(0)}});
+  runCases(f, 7);
+}
+
+TEST(TreeProtoEmu, HeadWithThreeChildren) {
+  // A node head with its chain successor and two other nodes' heads below it.
+  TreeFabric f({{at(-1, 1, 2, 4), at(0), at(0, 3), at(2), at(0, 5), at(4)}});
+  runCases(f, 9);
+}
+
+}  // namespace
+}  // namespace weft::dev
