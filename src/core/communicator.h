@@ -17,6 +17,7 @@
 #include "enqueue/task.h"
 #include "enqueue/work_fifo.h"
 #include "nccl.h"
+#include "runtime/gpu.h"
 #include "transport/connection_plan.h"
 
 namespace weft::bootstrap { class Bootstrap; }
@@ -72,11 +73,11 @@ struct ncclComm {
   // Enqueue state.
   std::vector<weft::enqueue::Task> tasks;  // queued in the current group
   weft::enqueue::RedOpTable redOps;
-  cudaEvent_t lastLaunchEvent = nullptr;   // orders launches across user streams
-  cudaEvent_t joinEvent = nullptr;         // joins a group's other streams to the launch stream
+  weft::runtime::Event lastLaunchEvent = nullptr;   // orders launches across user streams
+  weft::runtime::Event joinEvent = nullptr;         // joins a group's other streams to the launch stream
   std::vector<void*> graphWorkBuffers;     // work items of launches captured in CUDA graphs
   std::vector<void*> deviceAllocations;    // rings and peer tables of the device state
-  cudaStream_t lastLaunchStream = nullptr;
+  weft::runtime::Stream lastLaunchStream = nullptr;
   bool haveLaunched = false;
   uint64_t nextOpSeq() { return ++opSeq_; }
   uint64_t opCount() const { return opSeq_; }

@@ -102,10 +102,10 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
 }
 
 // The streams of the group's tasks: the first runs the kernels, the others join it by events.
-void collectStreams(const std::vector<Task>& tasks, std::vector<cudaStream_t>* streams) {
+void collectStreams(const std::vector<Task>& tasks, std::vector<runtime::Stream>* streams) {
   for (const Task& t : tasks) {
     bool seen = false;
-    for (cudaStream_t s : *streams) seen = seen || s == t.stream;
+    for (runtime::Stream s : *streams) seen = seen || s == t.stream;
     if (!seen) streams->push_back(t.stream);
   }
 }
@@ -122,9 +122,9 @@ Status launchQueued(ncclComm* comm) {
 
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(comm->cudaDev));
-  std::vector<cudaStream_t> streams;
+  std::vector<runtime::Stream> streams;
   collectStreams(tasks, &streams);
-  cudaStream_t stream = streams[0];
+  runtime::Stream stream = streams[0];
   runtime::CaptureInfo capture;
   WEFT_TRY(runtime::streamCaptureInfo(stream, &capture));
   bool capturing = capture.status == runtime::CaptureStatus::kActive;
@@ -147,7 +147,7 @@ Status launchQueued(ncclComm* comm) {
                                    runtime::Dim3(dev::kernelThreads(dev::kProtoSimple)), params,
                                    dev::kernelDynamicSmem(dev::kProtoSimple), stream));
   }
-  cudaEvent_t done = capturing ? comm->joinEvent : comm->lastLaunchEvent;
+  runtime::Event done = capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, stream));
   for (size_t i = 1; i < streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(streams[i], done));
   if (!capturing) {
