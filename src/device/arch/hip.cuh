@@ -167,11 +167,16 @@ WEFT_DEV uint32_t ldAcquireCtaShared(const uint32_t* p) {
 WEFT_DEV uint32_t ldVolatileShared(const uint32_t* p) { return *static_cast<const volatile uint32_t*>(p); }
 WEFT_DEV void stVolatileShared(uint32_t* p, uint32_t v) { *static_cast<volatile uint32_t*>(p) = v; }
 
-// red.release.cta.shared.add: LDS atomic add with workgroup-scope release. The release waits on
-// the wave's memory counters (vmcnt/lgkmcnt), which count the whole wave's accesses, so a release
-// by lane 0 after syncWarp() covers every lane's earlier stores.
+// red.release.cta.shared.add: LDS atomic add with release. The memory counters a release waits on
+// (vmcnt/lgkmcnt) count the whole wave's accesses, so a release by lane 0 after syncWarp() covers
+// every lane's earlier stores. Stronger than NVIDIA's: a workgroup-scope release need not wait for
+// global stores at all (one CU, write-through L1), but the Simple protocol's sync wave then issues
+// a system-scope fence that can only wait for its own wave's stores, not for these (possibly
+// still crossing the fabric to a peer). So the fence before the add is at agent scope, which waits
+// until this wave's stores have completed; the sync wave's system fence does the rest.
 WEFT_DEV void redAddReleaseCtaShared(uint32_t* p, uint32_t v) {
-  (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_WORKGROUP);
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
+  (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
 }
 
 // ---- barriers and wave collectives ---------------------------------------------------------
