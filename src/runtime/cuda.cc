@@ -370,10 +370,34 @@ Status funcSetMaxDynamicSmem(const void* func, int bytes) {
   return ncclSuccess;
 }
 
+#if defined(WEFT_GPU_HIP)
+namespace {
+// ROCm 5.2's libamdhip64 declares hipLaunchHostFunc but does not export it; stream callbacks do the
+// same job outside graph capture (they cannot be captured: a captured launch gets an error).
+struct HostCall {
+  HostFn fn;
+  void* arg;
+};
+void runHostCall(hipStream_t, hipError_t, void* data) {
+  HostCall* call = static_cast<HostCall*>(data);
+  call->fn(call->arg);
+  delete call;
+}
+}  // namespace
+
+Status launchHostFunc(Stream stream, HostFn fn, void* arg) {
+  HostCall* call = new HostCall{fn, arg};
+  hipError_t e = hipStreamAddCallback(stream, runHostCall, call, 0);
+  if (e != hipSuccess) delete call;
+  WEFT_CUDA_TRY(e);
+  return ncclSuccess;
+}
+#else
 Status launchHostFunc(Stream stream, HostFn fn, void* arg) {
   WEFT_CUDA_TRY(cudaLaunchHostFunc(stream, fn, arg));
   return ncclSuccess;
 }
+#endif
 
 // ---- RAII ------------------------------------------------------------------------------------
 

@@ -96,7 +96,6 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaLaunchKernel hipLaunchKernel
 #define cudaFuncSetAttribute hipFuncSetAttribute
-#define cudaLaunchHostFunc hipLaunchHostFunc
 
 #else
 
