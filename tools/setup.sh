@@ -1,6 +1,9 @@
 # Sourced by tools/test.sh and tools/bench.sh: installs what the build needs on Debian 12 (when run as
-# root and something is missing) and puts the CUDA toolkit on PATH.
-weft_packages=(cmake ninja-build g++ libgtest-dev python3)
+# root and something is missing) and puts the CUDA toolkit on PATH. With WEFT_SETUP_HIP=1 (tools/test.sh
+# sets it) it also installs Debian's ROCm 5.2 HIP compiler for the HIP build (hipcc pulls in clang-15,
+# lld-15, the device libraries and libamdhip64).
+weft_packages=(cmake ninja-build g++ libgtest-dev python3 binutils)
+if [ "${WEFT_SETUP_HIP:-0}" = 1 ]; then weft_packages+=(hipcc); fi
 weft_missing=()
 for p in "${weft_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || weft_missing+=("$p")

@@ -14,7 +14,7 @@ using enqueue::Task;
 using enqueue::TaskKind;
 
 // Validation shared by every call; fills the parts of the task common to all kinds.
-Status startTask(const char* fn, ncclComm_t comm, size_t count, ncclDataType_t type, cudaStream_t stream,
+Status startTask(const char* fn, ncclComm_t comm, size_t count, ncclDataType_t type, runtime::Stream stream,
                  TaskKind kind, Task* t) {
   WEFT_TRY(core::checkCommUsable(comm, fn));
   WEFT_CHECK_ARG(type >= 0 && type < ncclNumTypes, "%s: datatype %d is not a valid ncclDataType_t (0 to %d)", fn,
@@ -54,7 +54,7 @@ using namespace weft;
 using namespace weft::api;
 
 WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+         ncclRedOp_t op, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclAllReduce", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclAllReduce", comm, count, datatype, stream, TaskKind::kAllReduce, &t));
@@ -68,7 +68,7 @@ WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
 }
 
 WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         int root, ncclComm_t comm, cudaStream_t stream) {
+         int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclBroadcast", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclBroadcast", comm, count, datatype, stream, TaskKind::kBroadcast, &t));
@@ -83,12 +83,12 @@ WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size
 }
 
 WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-         cudaStream_t stream) {
+         runtime::Stream stream) {
   return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
 WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+         ncclRedOp_t op, int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclReduce", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclReduce", comm, count, datatype, stream, TaskKind::kReduce, &t));
@@ -104,7 +104,7 @@ WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
 }
 
 WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+         ncclDataType_t datatype, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclAllGather", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclAllGather", comm, sendcount, datatype, stream, TaskKind::kAllGather, &t));
@@ -117,7 +117,7 @@ WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
 }
 
 WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclReduceScatter", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclReduceScatter", comm, recvcount, datatype, stream, TaskKind::kReduceScatter, &t));
@@ -131,7 +131,7 @@ WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
 }
 
 WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclComm_t comm, cudaStream_t stream) {
+         ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclSend", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclSend", comm, count, datatype, stream, TaskKind::kSend, &t));
@@ -145,7 +145,7 @@ WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
 }
 
 WEFT_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-         cudaStream_t stream) {
+         runtime::Stream stream) {
   return submit("ncclRecv", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclRecv", comm, count, datatype, stream, TaskKind::kRecv, &t));
@@ -181,7 +181,7 @@ Status inGroup(Body&& body) {
 }  // namespace
 
 WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         ncclComm_t comm, cudaStream_t stream) {
+         ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclAlltoAll", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclAlltoAll", comm, count, datatype, stream, TaskKind::kSend, &t));
@@ -201,7 +201,7 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
 }
 
 WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         int root, ncclComm_t comm, cudaStream_t stream) {
+         int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclGather", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclGather", comm, count, datatype, stream, TaskKind::kSend, &t));
@@ -225,7 +225,7 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
 }
 
 WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         int root, ncclComm_t comm, cudaStream_t stream) {
+         int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclScatter", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclScatter", comm, count, datatype, stream, TaskKind::kSend, &t));

@@ -18,6 +18,7 @@
 #include "enqueue/work_fifo.h"
 #include "graph/tuning.h"
 #include "nccl.h"
+#include "runtime/gpu.h"
 #include "transport/connection_plan.h"
 
 namespace weft::bootstrap { class Bootstrap; }
@@ -87,8 +88,8 @@ struct ncclComm {
   // Enqueue state.
   std::vector<weft::enqueue::Task> tasks;  // queued in the current group
   weft::enqueue::RedOpTable redOps;
-  cudaEvent_t lastLaunchEvent = nullptr;   // orders launches across user streams
-  cudaEvent_t joinEvent = nullptr;         // joins a group's other streams to the launch stream
+  weft::runtime::Event lastLaunchEvent = nullptr;   // orders launches across user streams
+  weft::runtime::Event joinEvent = nullptr;         // joins a group's other streams to the launch stream
   std::vector<void*> graphWorkBuffers;     // work items of launches captured in CUDA graphs
   // Where the next captured launch puts its items: the rest of the newest graph work buffer
   // (pinned, mapped). Buffers are made ahead of captures, since allocating during one may break it.
@@ -96,7 +97,7 @@ struct ncclComm {
   weft::dev::DevWork* graphPoolDev = nullptr;
   uint32_t graphPoolLeft = 0;
   std::vector<void*> deviceAllocations;    // rings and peer tables of the device state
-  cudaStream_t lastLaunchStream = nullptr;
+  weft::runtime::Stream lastLaunchStream = nullptr;
   bool haveLaunched = false;
   uint64_t nextOpSeq() { return ++opSeq_; }
   uint64_t opCount() const { return opSeq_; }

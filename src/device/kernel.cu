@@ -115,6 +115,7 @@ size_t maxStepBytes(Proto proto) { return proto == kProtoSimple ? kSimpleMaxStep
 size_t minStepBytes(Proto proto) { return proto == kProtoSimple ? kSimpleMinStepBytes : 0; }
 
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
+  if (proto == kProtoLL128 && !arch::kLL128Safe) return false;  // AMD: see arch/hip.cuh
   if (proto != kProtoSimple || func >= kNumFuncs || op >= kNumRedOps || type >= kNumDataTypes) return false;
   if (func == kFuncSendRecv) return true;
   if (algo != kAlgoRing && !(algo == kAlgoTree && func == kFuncAllReduce)) return false;

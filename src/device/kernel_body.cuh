@@ -30,6 +30,7 @@ WEFT_DEV void simpleKernelBody(const DevKernelArgs& args, int block, SimpleKerne
     reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
         arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
   }
+  arch::initBlock();
   if (tid == 0) {
     for (int g = 0; g < kSimpleMaxGroups; g++)
       for (int d = 0; d < kSimpleReadyDepth; d++) smem.proto.done[g][d] = 0;

@@ -119,10 +119,10 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
 }
 
 // The streams of the group's tasks: the first runs the kernels, the others join it by events.
-void collectStreams(const std::vector<Task>& tasks, std::vector<cudaStream_t>* streams) {
+void collectStreams(const std::vector<Task>& tasks, std::vector<runtime::Stream>* streams) {
   for (const Task& t : tasks) {
     bool seen = false;
-    for (cudaStream_t s : *streams) seen = seen || s == t.stream;
+    for (runtime::Stream s : *streams) seen = seen || s == t.stream;
     if (!seen) streams->push_back(t.stream);
   }
 }
@@ -133,7 +133,7 @@ struct CommLaunches {
   ncclComm* comm = nullptr;
   std::vector<Task> tasks;
   std::vector<PlannedLaunch> launches;
-  std::vector<cudaStream_t> streams;
+  std::vector<runtime::Stream> streams;
   bool capturing = false;
 };
 
@@ -147,7 +147,7 @@ Status prepare(ncclComm* comm, CommLaunches* out) {
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(comm->cudaDev));
   collectStreams(out->tasks, &out->streams);
-  cudaStream_t stream = out->streams[0];
+  runtime::Stream stream = out->streams[0];
   runtime::CaptureInfo capture;
   WEFT_TRY(runtime::streamCaptureInfo(stream, &capture));
   out->capturing = capture.status == runtime::CaptureStatus::kActive;
@@ -187,7 +187,7 @@ Status finish(const CommLaunches& c) {
   ncclComm* comm = c.comm;
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(comm->cudaDev));
-  cudaEvent_t done = c.capturing ? comm->joinEvent : comm->lastLaunchEvent;
+  runtime::Event done = c.capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, c.streams[0]));
   for (size_t i = 1; i < c.streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(c.streams[i], done));
   if (!c.capturing) {

@@ -1,12 +1,9 @@
 #include "enqueue/redop.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cstring>
 
 #include "core/communicator.h"
+#include "device/arch/elem_types.h"
 
 namespace weft::enqueue {
 

@@ -6,6 +6,7 @@
 
 #include "device/abi.h"
 #include "nccl.h"
+#include "runtime/gpu.h"
 
 namespace weft::enqueue {
 
@@ -28,7 +29,7 @@ struct Task {
   bool scalarOnDevice = false;
   int root = 0;               // Broadcast/Reduce
   int peer = -1;              // Send/Recv
-  cudaStream_t stream = nullptr;
+  runtime::Stream stream = nullptr;
   uint64_t opSeq = 0;         // the communicator's call number, for error messages
 
   size_t bytes() const { return count * (size_t)dev::dataTypeBytes(dataType); }

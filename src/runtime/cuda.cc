@@ -1,4 +1,5 @@
-// CUDA implementation of the runtime facade (gpu.h).
+// The runtime facade (gpu.h) over the CUDA runtime; the HIP build compiles this same file over the
+// HIP runtime through the name mapping of gpu_api.h (differences beyond names: #if WEFT_GPU_HIP).
 #include "runtime/gpu.h"
 
 #include <cctype>
@@ -16,13 +17,16 @@ const char* cudaErrorHint(cudaError_t error) {
     case cudaErrorInsufficientDriver:
       return "The NVIDIA driver (libcuda.so.1) is missing or older than this CUDA runtime needs: "
              "check that `nvidia-smi` works and that the driver supports this CUDA version.";
+#if !defined(WEFT_GPU_HIP)
     case cudaErrorStubLibrary:
       return "The libcuda.so found is the toolkit's stub, not the driver: remove the CUDA stubs "
              "directory from LD_LIBRARY_PATH.";
+#endif
     case cudaErrorNoDevice:
       return "No GPU is visible to this process: check CUDA_VISIBLE_DEVICES and `nvidia-smi`.";
     case cudaErrorInvalidDevice:
       return "The device ordinal is out of range: check CUDA_VISIBLE_DEVICES and the device passed to NCCL.";
+#if !defined(WEFT_GPU_HIP)
     case cudaErrorDevicesUnavailable:
       return "The GPU is busy or in exclusive-process compute mode and owned by another process.";
     case cudaErrorSystemDriverMismatch:
@@ -31,11 +35,19 @@ const char* cudaErrorHint(cudaError_t error) {
              "CUDA compatibility package.";
     case cudaErrorSystemNotReady:
       return "The GPU system is not ready (e.g. nvidia-fabricmanager not running on NVSwitch systems).";
+#endif
     case cudaErrorMemoryAllocation:
       return "The GPU is out of memory: free memory in the application or lower NCCL_BUFFSIZE / channel counts.";
     case cudaErrorPeerAccessUnsupported:
       return "These two GPUs cannot access each other's memory directly (no P2P path); "
              "NCCL_P2P_DISABLE=1 uses host memory instead.";
+#if defined(WEFT_GPU_HIP)
+    case hipErrorNoBinaryForGpu:
+      return "This library was not built for this GPU architecture: rebuild with WEFT_HIP_ARCHS including it.";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+      return "A kernel faulted; the GPU context is unusable and the process must restart.";
+#else
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorUnsupportedPtxVersion:
       return "This library was not built for this GPU architecture: rebuild with WEFT_CUDA_ARCHS including it.";
@@ -46,12 +58,15 @@ const char* cudaErrorHint(cudaError_t error) {
     case cudaErrorMisalignedAddress:
       return "A kernel faulted; the GPU context is unusable and the process must restart. "
              "Run with compute-sanitizer to find the faulting kernel.";
+#endif
     case cudaErrorStreamCaptureUnsupported:
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureImplicit:
       return "An operation not allowed during CUDA graph capture was issued on a capturing stream.";
+#if !defined(WEFT_GPU_HIP)
     case cudaErrorCudartUnloading:
       return "The CUDA runtime is shutting down (call during process exit): destroy communicators before exit.";
+#endif
     default:
       return "";
   }
@@ -60,6 +75,14 @@ const char* cudaErrorHint(cudaError_t error) {
 Status reportCudaError(cudaError_t error, const char* call, const char* file, int line) {
   (void)cudaGetLastError();  // clear it; a sticky error stays sticky, but no later check trips on this one
   char versions[96] = "";
+#if defined(WEFT_GPU_HIP)
+  if (error == cudaErrorInsufficientDriver) {
+    int drv = 0, rt = 0;
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+    snprintf(versions, sizeof(versions), " [HIP driver version %d, runtime version %d]", drv, rt);
+  }
+#else
   if (error == cudaErrorInsufficientDriver || error == cudaErrorStubLibrary) {
     int drv = 0, rt = 0;
     (void)cudaDriverGetVersion(&drv);
@@ -72,8 +95,9 @@ Status reportCudaError(cudaError_t error, const char* call, const char* file, in
                drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
     }
   }
+#endif
   const char* hint = cudaErrorHint(error);
-  log::write(log::Level::Warn, log::kAll, file, line, "CUDA call %s failed: %s (%s)%s%s%s", call,
+  log::write(log::Level::Warn, log::kAll, file, line, WEFT_GPU_API_NAME " call %s failed: %s (%s)%s%s%s", call,
              cudaGetErrorName(error), cudaGetErrorString(error), versions, hint[0] ? ". " : "", hint);
   return ncclUnhandledCudaError;
 }
@@ -115,7 +139,11 @@ Status deviceProps(int device, DeviceProps* out) {
   p.ccMajor = prop.major;
   p.ccMinor = prop.minor;
   p.totalMemBytes = prop.totalGlobalMem;
+#if defined(WEFT_GPU_HIP)
+  p.maxSmemPerBlockOptin = prop.maxSharedMemoryPerMultiProcessor;  // HIP 5.2 has no opt-in limit: LDS per CU
+#else
   p.maxSmemPerBlockOptin = prop.sharedMemPerBlockOptin;
+#endif
   WEFT_CUDA_TRY(cudaDeviceGetPCIBusId(p.busId, sizeof(p.busId), device));
   // CUDA prints hex digits in upper case; NCCL, sysfs and topology files use lower case.
   for (char* c = p.busId; *c; ++c) *c = (char)tolower((unsigned char)*c);
@@ -197,7 +225,13 @@ Status deviceMemcpyAsync(void* dst, const void* src, size_t bytes, Stream stream
 
 Status hostAllocMapped(void** ptr, size_t bytes) {
   WEFT_CHECK_ARG(ptr != nullptr, "hostAllocMapped: ptr is NULL");
+#if defined(WEFT_GPU_HIP)
+  // Coherent explicitly: kernels poll this memory (work FIFO, flags) while the host writes it, and
+  // the default depends on HIP_HOST_COHERENT.
+  WEFT_CUDA_TRY(hipHostMalloc(ptr, bytes, hipHostMallocMapped | hipHostMallocPortable | hipHostMallocCoherent));
+#else
   WEFT_CUDA_TRY(cudaHostAlloc(ptr, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+#endif
   WEFT_INFO(log::kAllocHost, "cudaHostAlloc %zu bytes at %p", bytes, *ptr);
   return ncclSuccess;
 }
@@ -215,6 +249,15 @@ Status hostDevicePointer(void* hostPtr, void** devicePtr) {
 
 Status pointerDevice(const void* ptr, int* device) {
   WEFT_CHECK_ARG(device != nullptr, "pointerDevice: device is NULL");
+#if defined(WEFT_GPU_HIP)
+  hipPointerAttribute_t attr;
+  WEFT_CUDA_TRY(hipPointerGetAttributes(&attr, ptr));
+  if (attr.memoryType != hipMemoryTypeDevice && !attr.isManaged) {
+    WEFT_WARN("pointer %p is not GPU memory (memory type %d); expected memory from hipMalloc or ncclMemAlloc",
+              ptr, (int)attr.memoryType);
+    return ncclInvalidArgument;
+  }
+#else
   cudaPointerAttributes attr;
   WEFT_CUDA_TRY(cudaPointerGetAttributes(&attr, ptr));
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
@@ -222,6 +265,7 @@ Status pointerDevice(const void* ptr, int* device) {
               ptr, (int)attr.type);
     return ncclInvalidArgument;
   }
+#endif
   *device = attr.device;
   return ncclSuccess;
 }
@@ -326,10 +370,34 @@ Status funcSetMaxDynamicSmem(const void* func, int bytes) {
   return ncclSuccess;
 }
 
+#if defined(WEFT_GPU_HIP)
+namespace {
+// ROCm 5.2's libamdhip64 declares hipLaunchHostFunc but does not export it; stream callbacks do the
+// same job outside graph capture (they cannot be captured: a captured launch gets an error).
+struct HostCall {
+  HostFn fn;
+  void* arg;
+};
+void runHostCall(hipStream_t, hipError_t, void* data) {
+  HostCall* call = static_cast<HostCall*>(data);
+  call->fn(call->arg);
+  delete call;
+}
+}  // namespace
+
+Status launchHostFunc(Stream stream, HostFn fn, void* arg) {
+  HostCall* call = new HostCall{fn, arg};
+  hipError_t e = hipStreamAddCallback(stream, runHostCall, call, 0);
+  if (e != hipSuccess) delete call;
+  WEFT_CUDA_TRY(e);
+  return ncclSuccess;
+}
+#else
 Status launchHostFunc(Stream stream, HostFn fn, void* arg) {
   WEFT_CUDA_TRY(cudaLaunchHostFunc(stream, fn, arg));
   return ncclSuccess;
 }
+#endif
 
 // ---- RAII ------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 // Error mapping for CUDA runtime calls, for use inside src/runtime/ only.
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include "runtime/gpu_api.h"
 
 #include "core/status.h"
 

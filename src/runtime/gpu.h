@@ -1,5 +1,5 @@
-// The GPU runtime facade: the only door from weft to the CUDA runtime and driver (a HIP build will
-// provide this same header over hip*). Every call returns a Status; a failed GPU call is logged once
+// The GPU runtime facade: the only door from weft to the CUDA runtime and driver (the HIP build
+// provides this same header over hip*: gpu_api.h). Every call returns a Status; a failed GPU call is logged once
 // with the call text, the CUDA error name and text and, where one is known, a remedy, and answers
 // ncclUnhandledCudaError. Callers use the aliases below, never cuda* names.
 //
@@ -7,7 +7,14 @@
 // (driver_api.h), so the library does not link libcuda and loads on machines without a driver.
 #pragma once
 
+#if defined(WEFT_GPU_HIP)
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#include <hip/hip_runtime_api.h>  // only for the handle types aliased below and dim3
+#else
 #include <cuda_runtime_api.h>  // only for the handle types aliased below and dim3
+#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -17,8 +24,13 @@
 
 namespace weft::runtime {
 
+#if defined(WEFT_GPU_HIP)
+using Stream = hipStream_t;
+using Event = hipEvent_t;
+#else
 using Stream = cudaStream_t;
 using Event = cudaEvent_t;
+#endif
 using Dim3 = dim3;
 using HostFn = void (*)(void* arg);
 

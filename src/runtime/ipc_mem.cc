@@ -1,6 +1,6 @@
 #include "runtime/ipc_mem.h"
 
-#include <cuda_runtime_api.h>
+#include "runtime/gpu_api.h"
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,9 +10,11 @@
 
 #include "core/log.h"
 #include "runtime/cuda_check.h"
+#include "runtime/gpu.h"
+#if WEFT_RUNTIME_CUMEM
 #include "runtime/cumem.h"
 #include "runtime/driver_api.h"
-#include "runtime/gpu.h"
+#endif
 
 namespace weft::runtime {
 namespace {
@@ -65,6 +67,7 @@ Status checkIpcMemDesc(const IpcMemDesc& d, const char* from) {
 }
 
 struct ImportedMemImpl {
+#if WEFT_RUNTIME_CUMEM
   static Status cuMem(const IpcMemDesc& d, int fd, int device, const char* from, ImportedMem* m) {
     const DriverApi* api = nullptr;
     WEFT_TRY(driverApi(&api));
@@ -95,6 +98,13 @@ struct ImportedMemImpl {
     finish(d, m);
     return ncclSuccess;
   }
+#else
+  static Status cuMem(const IpcMemDesc&, int, int, const char* from, ImportedMem*) {
+    WEFT_WARN("memory from %s is a cuMem allocation, which this HIP build cannot map (it shares memory through "
+              "hipIpc handles only); every rank must run the same weft build", from);
+    return ncclInvalidUsage;
+  }
+#endif
 
   static Status legacy(const IpcMemDesc& d, int device, const char* from, ImportedMem* m) {
     if (d.ownerPid == (int32_t)getpid()) {
@@ -164,8 +174,10 @@ void ImportedMem::reset() {
   ScopedDevice onDevice;
   if (onDevice.set(device_) == ncclSuccess) {
     if (kind_ == MemKind::kCuMemFd) {
+#if WEFT_RUNTIME_CUMEM
       const DriverApi* api = nullptr;
       if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, reserved_, mapped_, handle_);
+#endif
     } else if (base_ != nullptr) {
       cudaError_t e = cudaIpcCloseMemHandle(base_);
       if (e != cudaSuccess) (void)detail::reportCudaError(e, "cudaIpcCloseMemHandle(base_)", __FILE__, __LINE__);

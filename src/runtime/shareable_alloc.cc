@@ -1,6 +1,6 @@
 #include "runtime/shareable_alloc.h"
 
-#include <cuda_runtime_api.h>
+#include "runtime/gpu_api.h"
 
 #include <atomic>
 #include <cstring>
@@ -9,9 +9,11 @@
 
 #include "core/log.h"
 #include "runtime/cuda_check.h"
+#include "runtime/gpu.h"
+#if WEFT_RUNTIME_CUMEM
 #include "runtime/cumem.h"
 #include "runtime/driver_api.h"
-#include "runtime/gpu.h"
+#endif
 
 namespace weft::runtime {
 
@@ -45,6 +47,7 @@ struct ShareableAllocImpl {
     return ncclSuccess;
   }
 
+#if WEFT_RUNTIME_CUMEM
   // Builds into `a`; on failure `a`'s destructor releases whatever was acquired.
   static Status cuMem(int device, size_t bytes, bool recommended, ShareableAlloc* a) {
     const DriverApi* api = nullptr;
@@ -73,10 +76,24 @@ struct ShareableAllocImpl {
               "accessible from %zu device(s)", size, bytes, gran, device, a->ptr_, devices.size());
     return ncclSuccess;
   }
+#else
+  static Status cuMem(int device, size_t, bool, ShareableAlloc*) {
+    WEFT_WARN("cuMem allocations were requested on device %d, but this HIP build shares memory only through "
+              "hipIpc handles (see runtime/gpu_api.h)", device);
+    return ncclInvalidUsage;
+  }
+#endif
 
   static Status legacy(int device, size_t bytes, bool wantHandle, ShareableAlloc* a) {
     void* p = nullptr;
+#if defined(WEFT_GPU_HIP)
+    // Fine-grained memory: the peers' connection buffers and tail/head counters in it are polled
+    // by kernels on other GPUs while this GPU's kernel writes them; coarse-grained hipMalloc
+    // memory is only made coherent at kernel boundaries.
+    WEFT_CUDA_TRY(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocFinegrained));
+#else
     WEFT_CUDA_TRY(cudaMalloc(&p, bytes));
+#endif
     a->device_ = device;
     a->kind_ = MemKind::kLegacyCudaIpc;
     a->ptr_ = p;
@@ -113,8 +130,10 @@ void ShareableAlloc::reset() {
   ScopedDevice onOwner;
   if (onOwner.set(device_) == ncclSuccess) {
     if (kind_ == MemKind::kCuMemFd) {
+#if WEFT_RUNTIME_CUMEM
       const DriverApi* api = nullptr;
       if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, bytes_, mapped_, handle_);
+#endif
     } else if (ptr_ != nullptr) {
       (void)deviceFree(ptr_);
     }
@@ -129,12 +148,17 @@ Status ShareableAlloc::exportFd(util::UniqueFd* out) const {
               (unsigned long long)localId_, memKindName(kind_));
     return ncclInternalError;
   }
+#if WEFT_RUNTIME_CUMEM
   const DriverApi* api = nullptr;
   WEFT_TRY(driverApi(&api));
   int fd = -1;
   WEFT_CU_TRY(api->cuMemExportToShareableHandle(&fd, handle_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   out->reset(fd);
   return ncclSuccess;
+#else
+  (void)out;
+  return ncclInternalError;  // unreachable: the HIP build makes no cuMem allocations
+#endif
 }
 
 Status allocShareable(size_t bytes, ShareableAlloc* out, const ShareableOptions& options) {

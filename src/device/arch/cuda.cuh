@@ -18,9 +18,12 @@
 namespace weft::dev::arch {
 
 constexpr int kWarpSize = 32;
+using LaneMask = uint32_t;  // one bit per lane
 constexpr int kMaxBlockThreads = 1024;
 constexpr int kDefaultBlockThreads = 512;  // what the protocols are sized for
 constexpr int kNamedBarriers = 16;  // hardware barriers per block; id 0 is __syncthreads
+// LL128's premise: a warp's 128-byte store arrives whole (per-path checks stay with the host).
+constexpr bool kLL128Safe = true;
 
 // 16 bytes moved by one vector instruction.
 struct alignas(16) Pack16 {
@@ -157,6 +160,10 @@ WEFT_DEV void redAddReleaseCtaShared(uint32_t* p, uint32_t v) {
 
 // ---- barriers and warp collectives ---------------------------------------------------------
 
+// Kernel-start set-up of block state the arch layer keeps (nothing on NVIDIA: named barriers are
+// hardware). Every thread calls it before the kernel's first syncBlock().
+WEFT_DEV void initBlock() {}
+
 WEFT_DEV void syncBlock() { __syncthreads(); }
 WEFT_DEV void syncWarp() { __syncwarp(); }
 
@@ -176,6 +183,7 @@ WEFT_DEV uint64_t shflIdx(uint64_t v, int srcLane) {
   return ((uint64_t)hi << 32) | lo;
 }
 WEFT_DEV bool anyLane(bool v) { return __any_sync(0xffffffffu, v); }
+WEFT_DEV LaneMask ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
 
 // ---- time ---------------------------------------------------------------------------------
 

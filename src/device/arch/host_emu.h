@@ -25,9 +25,11 @@
 namespace weft::dev::arch {
 
 constexpr int kWarpSize = 4;
+using LaneMask = uint32_t;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int kDefaultBlockThreads = 32;
 constexpr int kNamedBarriers = 16;
+constexpr bool kLL128Safe = true;
 
 // A barrier that counts arriving threads, as the hardware's named barriers do.
 struct EmuBarrier {
@@ -65,6 +67,7 @@ inline thread_local EmuThreadState threadIdx;
 inline int threadId() { return (int)threadIdx.x; }
 inline int laneId() { return (int)threadIdx.x & (kWarpSize - 1); }
 inline int warpId() { return (int)threadIdx.x / kWarpSize; }
+inline void initBlock() {}
 inline void syncWarp() { threadIdx.block->warps[warpId()].arrive(kWarpSize, true); }
 inline void syncBlock() { threadIdx.block->block.arrive(threadIdx.block->nThreads, true); }
 inline void barSync(int id, int n) { threadIdx.block->named[id].arrive(n, true); }
