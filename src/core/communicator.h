@@ -58,7 +58,8 @@ struct ncclComm {
   std::vector<std::vector<int>> rings;
   weft::transport::ConnectionPlan connPlan;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
-  int stepBytes = 0;
+  int stepBytes = 0;                                 // Simple (== protoStepBytes[kProtoSimple])
+  int protoStepBytes[weft::dev::kNumProtos] = {};     // ConnInfo.stepBytes of every connection
 
   // Device state.
   weft::dev::DevComm* devComm = nullptr;  // device memory

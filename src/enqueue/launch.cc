@@ -143,9 +143,16 @@ Status launchQueued(ncclComm* comm) {
     dev::DevKernelArgs args;
     WEFT_TRY(writeWorks(comm, launch, capturing, &args));
     void* params[] = {&args};
-    WEFT_TRY(runtime::launchKernel(dev::kernelFunction(dev::kProtoSimple), runtime::Dim3(args.nBlocks),
-                                   runtime::Dim3(dev::kernelThreads(dev::kProtoSimple)), params,
-                                   dev::kernelDynamicSmem(dev::kProtoSimple), stream));
+    // One launch carries one protocol (the planner's rule); its items say which.
+    dev::Proto proto = dev::kProtoSimple;
+    for (const auto& list : launch.works)
+      if (!list.empty()) {
+        proto = (dev::Proto)list.front().proto;
+        break;
+      }
+    WEFT_TRY(runtime::launchKernel(dev::kernelFunction(proto), runtime::Dim3(args.nBlocks),
+                                   runtime::Dim3(dev::kernelThreads(proto)), params, dev::kernelDynamicSmem(proto),
+                                   stream));
   }
   cudaEvent_t done = capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, stream));
