@@ -25,6 +25,8 @@ namespace weft::core {
 namespace {
 
 const param::IntParam kBuffSize{"NCCL_BUFFSIZE", 4 << 20};
+const param::IntParam kLLBuffSize{"NCCL_LL_BUFFSIZE", -2};      // -2: the default (NCCL's "unset")
+const param::IntParam kLL128BuffSize{"NCCL_LL128_BUFFSIZE", -2};
 const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
 const param::IntParam kMaxChannels{"NCCL_MAX_NCHANNELS", -2};
 const param::IntParam kDefaultChannels{"NCCL_WEFT_NCHANNELS", 16};
@@ -234,6 +236,9 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
   setupTuning(comm, lo);
   comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels, comm->connectedTrees());
+  comm->protoStepBytes[dev::kProtoSimple] = comm->stepBytes;
+  comm->protoStepBytes[dev::kProtoLL] = transport::protoStepBytes(dev::kProtoLL, kLLBuffSize.get());
+  comm->protoStepBytes[dev::kProtoLL128] = transport::protoStepBytes(dev::kProtoLL128, kLL128BuffSize.get());
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));
   WEFT_TRY(comm->bootstrap->barrier());

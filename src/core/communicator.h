@@ -68,7 +68,8 @@ struct ncclComm {
   }
   weft::transport::ConnectionPlan connPlan;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
-  int stepBytes = 0;
+  int stepBytes = 0;                                 // Simple (== protoStepBytes[kProtoSimple])
+  int protoStepBytes[weft::dev::kNumProtos] = {};     // ConnInfo.stepBytes of every connection
 
   // Tuning: the model's view of this communicator (topology, channels, NCCL_ALGO/NCCL_PROTO) and
   // its constants, set at creation; the planner asks them per collective.

@@ -11,7 +11,7 @@ namespace weft::dev {
 
 // The __global__ function for cudaLaunchKernel(fn, grid = args.nBlocks, block = kernelThreads(p),
 // params = {&args} with args a DevKernelArgs, dynamic smem = kernelDynamicSmem(p), stream).
-// Null when the protocol is not built (only kProtoSimple is, for now).
+// Null when the protocol is not built (LL128 needs WEFT_ARCH_HAS_LL128: not on HIP).
 const void* kernelFunction(Proto proto);
 
 // Threads per block; the kernel is compiled for exactly this many (launch bounds).
@@ -29,8 +29,8 @@ size_t minStepBytes(Proto proto);
 
 // True when the device code implements this combination. SendRecv, Broadcast and AllGather take
 // any data type (moved as bytes, redOp ignored); reductions take every type with sum, prod, min,
-// max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing; AllReduce
-// also runs kAlgoTree (Simple).
+// max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing (every protocol
+// whose kernel is built: kernelFunction(proto) != null); AllReduce also runs kAlgoTree (Simple).
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type);
 
 }  // namespace weft::dev

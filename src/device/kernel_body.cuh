@@ -8,14 +8,25 @@
 
 namespace weft::dev {
 
-struct SimpleKernelSmem {
+template <typename Shared>
+struct KernelSmem {
   DevWork works[kMaxWorksPerChannel];
-  SimpleShared proto;
+  Shared proto;
 };
+using SimpleKernelSmem = KernelSmem<SimpleShared>;
+using FlagKernelSmem = KernelSmem<FlagShared>;
 
-// Called by every thread of block `block`; runWork(const DevWork*, const WorkEnv&) runs one item.
-template <typename RunWork>
-WEFT_DEV void simpleKernelBody(const DevKernelArgs& args, int block, SimpleKernelSmem& smem, RunWork runWork) {
+WEFT_DEV void resetShared(SimpleShared& sh) {
+  for (int g = 0; g < kSimpleMaxGroups; g++)
+    for (int d = 0; d < kSimpleReadyDepth; d++) sh.done[g][d] = 0;
+  sh.aborted = 0;
+}
+WEFT_DEV void resetShared(FlagShared& sh) { sh.aborted = 0; }
+
+// Called by every thread of block `block` (a block of NThreads threads); runWork(const DevWork*,
+// const WorkEnvT<Shared>&) runs one item.
+template <int NThreads, typename Shared, typename RunWork>
+WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared>& smem, RunWork runWork) {
   const DevKernelArgs::Block blk = args.blocks[block];
   const int nWorks = blk.count < kMaxWorksPerChannel ? blk.count : kMaxWorksPerChannel;
   const int tid = arch::threadId();
@@ -24,18 +35,14 @@ WEFT_DEV void simpleKernelBody(const DevKernelArgs& args, int block, SimpleKerne
   // launches, so nothing may come from a cache.
   constexpr int kWords = sizeof(DevWork) / sizeof(uint64_t);
   static_assert(sizeof(DevWork) % sizeof(uint64_t) == 0, "DevWork is copied in 8-byte words");
-  for (int i = tid; i < nWorks * kWords; i += kSimpleThreads) {
+  for (int i = tid; i < nWorks * kWords; i += NThreads) {
     const int w = i / kWords;
     const DevWork* src = &args.works[(blk.first + (uint32_t)w) & args.worksMask];
     reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
         arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
   }
   arch::initBlock();
-  if (tid == 0) {
-    for (int g = 0; g < kSimpleMaxGroups; g++)
-      for (int d = 0; d < kSimpleReadyDepth; d++) smem.proto.done[g][d] = 0;
-    smem.proto.aborted = 0;
-  }
+  if (tid == 0) resetShared(smem.proto);
   arch::syncBlock();
 
   // Every block has its items: the last one to arrive frees the FIFO slots for the host.
@@ -46,11 +53,16 @@ WEFT_DEV void simpleKernelBody(const DevKernelArgs& args, int block, SimpleKerne
     }
   }
 
-  const WorkEnv env{args.comm, blk.channel, &smem.proto};
+  const WorkEnvT<Shared> env{args.comm, blk.channel, &smem.proto};
   for (int i = 0; i < nWorks; i++) {
     runWork(&smem.works[i], env);
     arch::syncBlock();  // the next item reloads the connections' steps this one saved
   }
+}
+
+template <typename RunWork>
+WEFT_DEV void simpleKernelBody(const DevKernelArgs& args, int block, SimpleKernelSmem& smem, RunWork runWork) {
+  kernelBody<kSimpleThreads>(args, block, smem, runWork);
 }
 
 }  // namespace weft::dev

@@ -65,6 +65,34 @@
 // blocks have copied their items. A block is one SM (128 registers x 512 threads): the host must
 // not expect several channels per SM, and ranks sharing a GPU need nChannels x ranks <= SMs.
 // Simple buffers: kSteps x stepBytes per connection and direction (4 MiB at the default).
+// ======================== LL and LL128 (proto = kProtoLL / kProtoLL128) ========================
+// Same DevWork fields and rules as Simple, except:
+//   - chunkElems: the planner sets 0; the kernel uses one connection step per primitive call, with
+//     llChunkElems()/ll128ChunkElems() elements (a step's payload; a non-zero chunkElems only
+//     lowers it, and must then be the same on all ranks, as for Simple).
+//   - buffs[kProtoLL]: kSteps slots of stepBytes[kProtoLL]; a slot is an array of 16-byte lines
+//     {data 4 B, flag 4 B, data 4 B, flag 4 B}: payload byte b of a step travels in line b / 8.
+//     stepBytes: multiple of 16, in [kLLMinStepBytes, kLLMaxStepBytes]. Default NCCL_LL_BUFFSIZE
+//     512 KiB -> 64 KiB steps (32 KiB payload).
+//   - buffs[kProtoLL128]: kSteps slots of stepBytes[kProtoLL128], 128-byte aligned; a slot is an
+//     array of 128-byte lines, 120 payload bytes then an 8-byte flag: payload byte b travels in
+//     line b / 120. stepBytes: multiple of 128, in [kLL128MinStepBytes, kLL128MaxStepBytes].
+//     Default NCCL_LL128_BUFFSIZE 4,915,200 B -> 614,400 B steps (576,000 B payload). Use LL128
+//     only where a 128-byte warp store reaches the peer whole (NVLink P2P), as NCCL does.
+//   - Flags: the sender of step s writes flag llFlag(s) (LL, 32 bits) or s + 1 (LL128, 64 bits)
+//     into every line it sends, in the same store as the data; the receiver spins until it reads
+//     that flag, so neither tail nor a fence is used. Buffers start zeroed: no step's flag is 0.
+//     After consuming step s the receiver publishes head = s + 1; the sender writes step s once
+//     head + kSteps > s. tail is left alone: a later Simple item waits for tail > its step, which
+//     only the Simple sender's own publication satisfies, so protocols can alternate on one
+//     connection (they share step and head, each has its own buffer).
+//   - LL flags are 32 bits: after 2^32 steps a line last written 2^32 steps ago (never touched
+//     since) would look current. The receiver therefore rewrites every line of a slot with a
+//     flag that slot never carries when it consumes a step in the last 8 of each 2^31 (so every
+//     line is rewritten at least every 2^31 steps), as long as those steps are LL steps.
+//   - SendRecv: the same, on bytes (chunk = a step's payload in bytes).
+// Launch: kernelFunction(proto), kernelThreads(proto) (512 threads for LL and LL128 on NVIDIA),
+// kernelDynamicSmem(proto) = 0; one launch carries items of one protocol only.
 // ==============================================================================================
 #pragma once
 
@@ -80,6 +108,18 @@ constexpr uint32_t kSimpleMaxStepBytes = 1u << 30;
 constexpr uint32_t kSimpleMaxChunkSteps = kSteps / 2;  // see simpleMaxChunkElems()
 constexpr uint64_t kSimpleMinChunkBytes = 32 * 1024;   // below this, recommended chunks stop shrinking
 constexpr uint32_t kSimpleTargetSlices = 4;            // slices per chunk path aimed for when shrinking
+
+// LL / LL128 line formats and step bounds (rules in the header comment).
+constexpr uint32_t kLLLineBytes = 16;
+constexpr uint32_t kLLLineDataBytes = 8;
+constexpr uint32_t kLLMinStepBytes = 256;
+constexpr uint32_t kLLMaxStepBytes = 1u << 28;
+constexpr uint32_t kLL128LineBytes = 128;
+constexpr uint32_t kLL128LineDataBytes = 120;
+constexpr uint32_t kLL128MinStepBytes = 4096;
+constexpr uint32_t kLL128MaxStepBytes = 1u << 30;
+constexpr uint64_t kLLDefaultBuffBytes = 512 * 1024;         // NCCL_LL_BUFFSIZE default
+constexpr uint64_t kLL128DefaultBuffBytes = 120 * 640 * 8 * 8;  // NCCL_LL128_BUFFSIZE default
 
 struct ElemRange {
   uint64_t offset;
@@ -133,6 +173,43 @@ WEFT_HD uint64_t simpleSliceElems(uint64_t chunkElems, uint64_t stepBytes, int e
 WEFT_HD uint64_t simpleSliceCount(uint64_t nelem, uint64_t sliceElems) {
   return divUp(nelem, sliceElems);
 }
+
+// ---- LL / LL128 ----
+WEFT_HD bool llStepBytesValid(uint64_t stepBytes) {
+  return stepBytes % kLLLineBytes == 0 && stepBytes >= kLLMinStepBytes && stepBytes <= kLLMaxStepBytes;
+}
+WEFT_HD bool ll128StepBytesValid(uint64_t stepBytes) {
+  return stepBytes % kLL128LineBytes == 0 && stepBytes >= kLL128MinStepBytes && stepBytes <= kLL128MaxStepBytes;
+}
+// Payload bytes of one step.
+WEFT_HD uint64_t llStepPayload(uint64_t stepBytes) { return stepBytes / kLLLineBytes * kLLLineDataBytes; }
+WEFT_HD uint64_t ll128StepPayload(uint64_t stepBytes) {
+  return stepBytes / kLL128LineBytes * kLL128LineDataBytes;
+}
+// Elements per primitive call (one step): the payload, in whole 16-byte grains.
+WEFT_HD uint64_t flagChunkFromPayload(uint64_t chunkElems, uint64_t payload, int elemSize) {
+  uint64_t g = grainElems(elemSize);
+  uint64_t maxChunk = payload / (uint64_t)elemSize / g * g;
+  if (maxChunk == 0) maxChunk = 1;
+  return chunkElems == 0 ? maxChunk : minU64(chunkElems, maxChunk);
+}
+WEFT_HD uint64_t llChunkElems(uint64_t chunkElems, uint64_t stepBytes, int elemSize) {
+  return flagChunkFromPayload(chunkElems, llStepPayload(stepBytes), elemSize);
+}
+WEFT_HD uint64_t ll128ChunkElems(uint64_t chunkElems, uint64_t stepBytes, int elemSize) {
+  return flagChunkFromPayload(chunkElems, ll128StepPayload(stepBytes), elemSize);
+}
+// The LL flag of step s: s + 1 in 32 bits, except that 0 (the zeroed buffer) is replaced by
+// 0xffffffff, a value slot kSteps-1 (the only slot whose flags are multiples of kSteps) never holds.
+WEFT_HD uint32_t llFlag(uint64_t step) {
+  uint32_t f = (uint32_t)(step + 1);
+  return f == 0 ? 0xffffffffu : f;
+}
+// The value an LL receiver wipes slot (step % kSteps) with: congruent to step + 5 modulo kSteps,
+// never a flag of that slot (those are congruent to step + 1, or 0xffffffff in the last slot).
+WEFT_HD uint32_t llWipeFlag(uint64_t step) { return (uint32_t)(step + 5); }
+// True when consuming step s must wipe its slot (the last kSteps steps of every 2^31).
+WEFT_HD bool llWipeAfter(uint64_t step) { return ((uint32_t)step & 0x7fffffffu) >= 0x80000000u - kSteps; }
 
 // Reference split of count elements over nChannels channels: equal parts rounded up to the grain,
 // so that the last channels may get less or nothing.

@@ -36,7 +36,11 @@ Fabric::Fabric(const FabricConfig& cfg) : cfg_(cfg), ranks_(cfg.nRanks) {
       if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
       else HARNESS_CUDA(e);
     }
-  connBytes_ = size_t(kSteps) * cfg_.stepBytes;
+  const uint32_t steps[dev::kNumProtos] = {cfg_.llStepBytes, cfg_.ll128StepBytes, cfg_.stepBytes};
+  for (int p : {dev::kProtoLL, dev::kProtoLL128, dev::kProtoSimple}) {
+    protoOffset_[p] = connBytes_;
+    connBytes_ += (size_t(kSteps) * steps[p] + 4095) / 4096 * 4096;
+  }
   for (int r = 0; r < n; r++) {
     Rank& R = ranks_[r];
     R.rank = r;
@@ -44,6 +48,7 @@ Fabric::Fabric(const FabricConfig& cfg) : cfg_(cfg), ranks_(cfg.nRanks) {
     HARNESS_CUDA(cudaSetDevice(R.device));
     HARNESS_CUDA(cudaStreamCreateWithFlags(&R.stream, cudaStreamNonBlocking));
     HARNESS_CUDA(cudaMalloc(&R.connBuffers, connBytes_ * cfg_.nChannels * n));
+    HARNESS_CUDA(cudaMemset(R.connBuffers, 0, connBytes_ * cfg_.nChannels * n));  // LL flags start at 0
     size_t counterBytes = sizeof(uint64_t) * 2 * cfg_.nChannels * n;
     HARNESS_CUDA(cudaMalloc(&R.counters, counterBytes));
     HARNESS_CUDA(cudaMemset(R.counters, 0, counterBytes));
@@ -120,14 +125,17 @@ void Fabric::buildRank(int r) {
     std::vector<dev::DevPeer> peers(n);
     for (int p = 0; p < n; p++) {
       if (p == r) continue;
+      const uint32_t steps[dev::kNumProtos] = {cfg_.llStepBytes, cfg_.ll128StepBytes, cfg_.stepBytes};
       dev::ConnInfo& s = peers[p].send;
-      s.buffs[dev::kProtoSimple] = bufferOf(p, c, r);
-      s.stepBytes[dev::kProtoSimple] = (int32_t)cfg_.stepBytes;
+      dev::ConnInfo& v = peers[p].recv;
+      for (int q = 0; q < dev::kNumProtos; q++) {
+        s.buffs[q] = bufferOf(p, c, r) + protoOffset_[q];
+        s.stepBytes[q] = (int32_t)steps[q];
+        v.buffs[q] = bufferOf(r, c, p) + protoOffset_[q];
+        v.stepBytes[q] = (int32_t)steps[q];
+      }
       s.tail = tailOf(p, c, r);
       s.head = headOf(r, c, p);
-      dev::ConnInfo& v = peers[p].recv;
-      v.buffs[dev::kProtoSimple] = bufferOf(r, c, p);
-      v.stepBytes[dev::kProtoSimple] = (int32_t)cfg_.stepBytes;
       v.tail = tailOf(r, c, p);
       v.head = headOf(p, c, r);
     }
@@ -148,9 +156,13 @@ void Fabric::launchRank(int r) {
   HARNESS_CUDA(cudaSetDevice(R.device));
   R.lastArgs.fifoConsumedValue = ++R.launches;
   void* params[] = {&R.lastArgs};
-  HARNESS_CUDA(cudaLaunchKernel(dev::kernelFunction(dev::kProtoSimple), dim3(R.lastArgs.nBlocks),
-                                dim3(dev::kernelThreads(dev::kProtoSimple)), params,
-                                dev::kernelDynamicSmem(dev::kProtoSimple), R.stream));
+  const dev::Proto proto = (dev::Proto)R.lastProto;
+  if (!dev::kernelFunction(proto)) {
+    std::fprintf(stderr, "harness: protocol %d has no kernel in this build\n", R.lastProto);
+    std::exit(2);
+  }
+  HARNESS_CUDA(cudaLaunchKernel(dev::kernelFunction(proto), dim3(R.lastArgs.nBlocks), dim3(dev::kernelThreads(proto)),
+                                params, dev::kernelDynamicSmem(proto), R.stream));
 }
 
 void Fabric::launchAsync(const LaunchWorks& works) {
@@ -174,6 +186,7 @@ void Fabric::launchAsync(const LaunchWorks& works) {
         std::fprintf(stderr, "harness bug: %zu items on one channel\n", list.size());
         std::exit(2);
       }
+      if (nBlocks == 0) R.lastProto = list.front().proto;
       a.blocks[nBlocks].first = R.fifoHead;
       a.blocks[nBlocks].count = (uint16_t)list.size();
       a.blocks[nBlocks].channel = (uint8_t)c;

@@ -30,13 +30,16 @@ struct FabricConfig {
   int nRanks = 2;
   int nGpus = 1;      // ranks are spread round-robin over devices 0..nGpus-1
   int nChannels = 2;
-  uint32_t stepBytes = 512 * 1024;
+  uint32_t stepBytes = 512 * 1024;       // Simple
+  uint32_t llStepBytes = 64 * 1024;      // LL (NCCL_LL_BUFFSIZE default / kSteps)
+  uint32_t ll128StepBytes = 614400;      // LL128 (NCCL_LL128_BUFFSIZE default / kSteps)
   // Ring order per channel (userRanks); empty: rank order, reversed on odd channels, rotated by
   // the channel index, so that ring position and rank differ.
   std::vector<std::vector<int>> rings;
 };
 
-// Work items for one launch: works[rank][channel] run in order on that channel's block.
+// Work items for one launch: works[rank][channel] run in order on that channel's block. All items
+// of one launch use one protocol (the kernel of the first item's protocol is launched).
 using LaunchWorks = std::vector<std::vector<std::vector<dev::DevWork>>>;
 
 class Fabric {
@@ -85,6 +88,7 @@ class Fabric {
     uint32_t launches = 0;
     dev::DevKernelArgs lastArgs{};
     bool lastLaunched = false;
+    int lastProto = dev::kProtoSimple;
   };
 
   uint64_t* tailOf(int receiver, int channel, int sender);
@@ -95,7 +99,8 @@ class Fabric {
 
   FabricConfig cfg_;
   std::vector<Rank> ranks_;
-  size_t connBytes_ = 0;
+  size_t connBytes_ = 0;                       // per connection, all protocols
+  size_t protoOffset_[dev::kNumProtos] = {};   // each protocol's slots inside a connection buffer
   bool broken_ = false;
 };
 

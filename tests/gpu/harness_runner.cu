@@ -58,7 +58,7 @@ void Runner::buildCollWorks(const CollSpec& s, const std::vector<char*>& sendBuf
       DevWork w{};
       w.func = (uint8_t)s.func;
       w.algo = kAlgoRing;
-      w.proto = kProtoSimple;
+      w.proto = (uint8_t)proto_;
       w.redOp = (uint8_t)s.op;
       w.dataType = (uint8_t)s.type;
       w.root = s.root;
@@ -67,9 +67,11 @@ void Runner::buildCollWorks(const CollSpec& s, const std::vector<char*>& sendBuf
       w.count = s.count;
       w.chanOffset = part.offset;
       w.chanCount = part.count;
-      w.chunkElems = (uint32_t)(s.chunkElems == ~0ull
-                                    ? recommendedChunkElems(s.func, n, part.count, es, fab_.config().stepBytes)
-                                    : s.chunkElems);
+      if (proto_ != kProtoSimple) w.chunkElems = (uint32_t)(s.chunkElems == ~0ull ? 0 : s.chunkElems);
+      else
+        w.chunkElems = (uint32_t)(s.chunkElems == ~0ull
+                                      ? recommendedChunkElems(s.func, n, part.count, es, fab_.config().stepBytes)
+                                      : s.chunkElems);
       w.sendPeer = w.recvPeer = -1;
       if (s.op == kRedPreMulSum) {
         w.redOpArg = scalarBits(s.type, n);
@@ -236,7 +238,7 @@ std::string Runner::runP2p(const P2pSpec& s, uint64_t seed, double timeoutSec) {
         if (part.count == 0) continue;
         DevWork w{};
         w.func = kFuncSendRecv;
-        w.proto = kProtoSimple;
+        w.proto = (uint8_t)proto_;
         w.dataType = (uint8_t)s.type;
         w.sendBuff = dSend_[r] + sendOff + to * blockBytes;
         w.recvBuff = dRecv_[r] + recvOff + from * blockBytes;
@@ -246,7 +248,7 @@ std::string Runner::runP2p(const P2pSpec& s, uint64_t seed, double timeoutSec) {
         w.chanCount = part.count;
         w.recvOffset = part.offset;
         w.recvCount = part.count;
-        w.chunkElems = (uint32_t)p2pChunkElems(fab_.config().stepBytes, (int)es);
+        w.chunkElems = proto_ == kProtoSimple ? (uint32_t)p2pChunkElems(fab_.config().stepBytes, (int)es) : 0;
         works[r][c].push_back(w);
       }
     }

@@ -39,6 +39,10 @@ class Runner {
   // checks them; returns "" or what failed.
   std::string runColls(const std::vector<CollSpec>& specs, uint64_t seed, double timeoutSec = 60);
   std::string runP2p(const P2pSpec& spec, uint64_t seed, double timeoutSec = 60);
+  // Protocol of the work items built from now on (DevWork.proto; chunkElems 0 for LL/LL128 unless
+  // a spec sets one, as the planner does).
+  void setProto(int proto) { proto_ = proto; }
+  int proto() const { return proto_; }
   // Device buffers of rank r for bandwidth runs.
   char* sendArena(int r) const { return dSend_[r]; }
   char* recvArena(int r) const { return dRecv_[r]; }
@@ -53,6 +57,7 @@ class Runner {
   size_t arenaBytes_;
   std::vector<char*> dSend_, dRecv_;
   std::vector<char*> dScalar_;
+  int proto_ = dev::kProtoSimple;
 };
 
 }  // namespace weft::harness

@@ -1,12 +1,13 @@
 // Standalone GPU test of weft's device data path (no weft host engine): sets up N ranks in this
-// process, builds work items with the planner's math (device/work_math.h), launches the Simple
-// ring kernel for every rank concurrently and checks every output element.
+// process, builds work items with the planner's math (device/work_math.h), launches the ring
+// kernel of the chosen protocol for every rank concurrently and checks every output element.
 //
-//   weft_kernel_harness [--mode correctness|bandwidth|abort|all] [--quick] [--large]
-//                       [--iters N] [--channels 8,16,24,32]
+//   weft_kernel_harness [--mode correctness|bandwidth|abort|all] [--proto simple|ll|ll128|all]
+//                       [--quick] [--large] [--iters N] [--channels 8,16,24,32]
 // correctness: for several rank/GPU layouts, every collective x type x op x in/out-of-place x
 //   size x alignment, batched launches, SendRecv patterns; prints a pass/fail table, exits 1 on
-//   any failure. --quick: fewer sizes; --large: adds 64 MiB cases.
+//   any failure. --quick: fewer sizes; --large: adds 64 MiB cases. --proto: which protocols run
+//   the correctness and abort cases (default simple; all = simple, ll, ll128).
 // bandwidth: AllReduce/AllGather/ReduceScatter/Broadcast/Reduce, float sum, 64 MiB..1 GiB on 2
 //   GPUs with 8/16/24/32 channels; prints time, algbw and busbw (nccl-tests definitions).
 // abort: a rank waits for a peer that never sends; the abort flag is raised after 100 ms and the
@@ -35,7 +36,10 @@ struct Options {
   bool large = false;
   int iters = 20;
   std::vector<int> channels = {8, 16, 24, 32};
+  std::vector<int> protos = {kProtoSimple};
 };
+
+const char* protoName(int p) { return p == kProtoLL ? "LL" : p == kProtoLL128 ? "LL128" : "Simple"; }
 
 struct Tally {
   int pass = 0, fail = 0;
@@ -85,15 +89,17 @@ int gpuCount() {
 }
 
 // Every collective/type/op/placement/size of one layout.
-void runLayout(const FabricConfig& cfg, const Options& opt, Report& rep) {
-  char name[96];
-  std::snprintf(name, sizeof name, "%d ranks on %d GPU(s), %d ch, step %u KiB", cfg.nRanks, cfg.nGpus, cfg.nChannels,
-                cfg.stepBytes / 1024);
+void runLayout(const FabricConfig& cfg, const Options& opt, Report& rep, int proto) {
+  char name[128];
+  const uint32_t step = proto == kProtoLL ? cfg.llStepBytes : proto == kProtoLL128 ? cfg.ll128StepBytes : cfg.stepBytes;
+  std::snprintf(name, sizeof name, "%s %d ranks on %d GPU(s), %d ch, step %u B", protoName(proto), cfg.nRanks, cfg.nGpus,
+                cfg.nChannels, step);
   std::printf("== %s\n", name);
   std::fflush(stdout);
   const bool large = opt.large && cfg.nGpus >= 2 && cfg.nRanks == 2;
   Fabric fab(cfg);
   Runner run(fab, large ? (size_t(80) << 20) : (size_t(48) << 20));
+  run.setProto(proto);
   const int n = cfg.nRanks;
   uint64_t seed = 1;
   auto group = [&](const CollSpec& s) { return std::string(name) + " " + funcName(s.func); };
@@ -234,7 +240,14 @@ void correctness(const Options& opt, Report& rep) {
   }
   add(3, 1, 3, 32 << 10);
   add(2, 1, 2, 4 << 10);
-  for (const auto& c : layouts) runLayout(c, opt, rep);
+  // LL/LL128 steps: the defaults on the first layouts, small ones (many slot wraps per item, and
+  // LL128 segments cut short) on the last two.
+  layouts[layouts.size() - 2].llStepBytes = 4096;
+  layouts[layouts.size() - 2].ll128StepBytes = 16384;
+  layouts.back().llStepBytes = 256;
+  layouts.back().ll128StepBytes = 4096;
+  for (int proto : opt.protos)
+    for (const auto& c : layouts) runLayout(c, opt, rep, proto);
 }
 
 // nccl-tests' definitions: algbw = S / t; busbw = algbw * factor.
@@ -326,7 +339,7 @@ void bandwidth(const Options& opt) {
 }
 
 // A rank waits for data that never comes; the abort flag must end its kernel.
-void abortTest(Report& rep) {
+void abortTest(Report& rep, int proto) {
   const int g = gpuCount();
   FabricConfig cfg;
   cfg.nRanks = 2;
@@ -339,14 +352,14 @@ void abortTest(Report& rep) {
   for (int c = 0; c < cfg.nChannels; c++) {
     DevWork w{};
     w.func = kFuncSendRecv;
-    w.proto = kProtoSimple;
+    w.proto = (uint8_t)proto;
     w.dataType = kUint8;
     w.sendPeer = -1;
     w.recvPeer = 1;
     w.recvBuff = run.recvArena(0);
     w.recvOffset = c * 4096;
     w.recvCount = 4096;
-    w.chunkElems = 1024;
+    w.chunkElems = proto == kProtoSimple ? 1024 : 0;
     works[0][c].push_back(w);
   }
   fab.launchAsync(works);  // rank 1 has nothing to do: it never sends
@@ -359,8 +372,8 @@ void abortTest(Report& rep) {
   bool ok = fab.waitAll(5, &why);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (e.empty() && !ok) e = "kernel did not exit after the abort flag: " + why;
-  std::printf("abort: kernel exited %.1f ms after the flag was raised\n", ms);
-  rep.add("abort", "receiver waiting for a silent peer", e);
+  std::printf("abort (%s): kernel exited %.1f ms after the flag was raised\n", protoName(proto), ms);
+  rep.add(std::string("abort ") + protoName(proto), "receiver waiting for a silent peer", e);
 }
 
 }  // namespace
@@ -373,19 +386,39 @@ int main(int argc, char** argv) {
     else if (a == "--quick") opt.quick = true;
     else if (a == "--large") opt.large = true;
     else if (a == "--iters" && i + 1 < argc) opt.iters = std::atoi(argv[++i]);
+    else if (a == "--proto" && i + 1 < argc) {
+      std::string p = argv[++i];
+      if (p == "simple") opt.protos = {kProtoSimple};
+      else if (p == "ll") opt.protos = {kProtoLL};
+      else if (p == "ll128") opt.protos = {kProtoLL128};
+      else if (p == "all") opt.protos = {kProtoSimple, kProtoLL, kProtoLL128};
+      else {
+        std::printf("unknown protocol %s (simple|ll|ll128|all)\n", p.c_str());
+        return 2;
+      }
+    }
     else if (a == "--channels" && i + 1 < argc) {
       opt.channels.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) opt.channels.push_back(std::atoi(tok));
     } else {
-      std::printf("usage: %s [--mode correctness|bandwidth|abort|all] [--quick] [--large] [--iters N] [--channels a,b]\n", argv[0]);
+      std::printf("usage: %s [--mode correctness|bandwidth|abort|all] [--proto simple|ll|ll128|all] [--quick] [--large] "
+                  "[--iters N] [--channels a,b]\n", argv[0]);
       return 2;
     }
   }
-  std::printf("weft kernel harness: %d GPU(s), Simple kernel %d threads, %zu B static smem\n", gpuCount(),
-              kernelThreads(kProtoSimple), kernelStaticSmem(kProtoSimple));
+  std::printf("weft kernel harness: %d GPU(s)\n", gpuCount());
+  for (int p : opt.protos) {
+    if (!kernelFunction((Proto)p)) {
+      std::printf("protocol %s is not built\n", protoName(p));
+      return 2;
+    }
+    std::printf("  %s kernel: %d threads, %zu B static smem\n", protoName(p), kernelThreads((Proto)p),
+                kernelStaticSmem((Proto)p));
+  }
   Report rep;
   if (opt.mode == "correctness" || opt.mode == "all") correctness(opt, rep);
-  if (opt.mode == "abort" || opt.mode == "all") abortTest(rep);
+  if (opt.mode == "abort" || opt.mode == "all")
+    for (int p : opt.protos) abortTest(rep, p);
   if (opt.mode == "bandwidth" || opt.mode == "all") bandwidth(opt);
   rep.print();
   int f = rep.failures();

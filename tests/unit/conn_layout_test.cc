@@ -1,5 +1,7 @@
 #include "transport/p2p/conn_layout.h"
 
+#include "device/work_math.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,4 +33,44 @@ TEST(ConnLayout, BuffersAndCountersNeverOverlapAndPeersAgree) {
     EXPECT_EQ(starts.size(), (size_t)plan.recvConnectionCount());
   }
   EXPECT_EQ(layout.counterBlock(2, 3) + kCounterBlockBytes, layout.countersBytes());
+}
+
+TEST(ConnLayout, ProtocolsGetDisjointAlignedSlotsInEveryBuffer) {
+  int steps[weft::dev::kNumProtos];
+  for (int p = 0; p < weft::dev::kNumProtos; ++p) steps[p] = protoStepBytes(p, 0);
+  EXPECT_EQ(steps[weft::dev::kProtoSimple], 512 * 1024);
+  EXPECT_EQ(steps[weft::dev::kProtoLL], 64 * 1024);       // NCCL_LL_BUFFSIZE 512 KiB
+  EXPECT_EQ(steps[weft::dev::kProtoLL128], 614400);      // NCCL_LL128_BUFFSIZE 4,915,200 B
+  ConnLayout layout = ConnLayout::forSteps(2, 3, steps);
+  size_t total = 0;
+  for (int p = 0; p < weft::dev::kNumProtos; ++p) {
+    EXPECT_EQ(layout.protoOffset[p] % kBufferAlign, 0u);
+    size_t end = layout.protoOffset[p] + (size_t)weft::dev::kSteps * steps[p];
+    EXPECT_LE(end, layout.bufferBytes);
+    for (int q = 0; q < weft::dev::kNumProtos; ++q) {
+      if (q == p) continue;
+      size_t qEnd = layout.protoOffset[q] + (size_t)weft::dev::kSteps * steps[q];
+      EXPECT_TRUE(end <= layout.protoOffset[q] || qEnd <= layout.protoOffset[p]) << p << " overlaps " << q;
+    }
+    total += (size_t)weft::dev::kSteps * steps[p];
+  }
+  EXPECT_LT(layout.bufferBytes, total + 3 * kBufferAlign);
+  // Buffers of different connections stay apart with the combined size.
+  std::vector<std::vector<int>> rings(2, {0, 1, 2});
+  ConnectionPlan plan = planConnections(0, rings, 1);
+  size_t a = layout.recvBuffer(plan, 0, 2), b = layout.recvBuffer(plan, 1, 2);
+  EXPECT_GE(b > a ? b - a : a - b, layout.bufferBytes);
+}
+
+TEST(ConnLayout, StepSizesFollowTheBufferSettingsWithinTheDeviceBounds) {
+  using namespace weft::dev;
+  EXPECT_EQ(protoStepBytes(kProtoLL, 1 << 20), 128 * 1024);
+  EXPECT_EQ(protoStepBytes(kProtoLL, 1000), (int)kLLMinStepBytes);   // too small: the minimum
+  EXPECT_EQ(protoStepBytes(kProtoLL, 8 * 1000 + 8 * 20), 1008);      // rounded down to 16 B lines
+  EXPECT_EQ(protoStepBytes(kProtoLL128, 8 * 100000), 99968);         // rounded down to 128 B lines
+  EXPECT_EQ(protoStepBytes(kProtoLL128, -2), 614400);
+  for (int64_t b : {int64_t(1), int64_t(12345), int64_t(1) << 22, int64_t(1) << 40}) {
+    EXPECT_TRUE(llStepBytesValid(protoStepBytes(kProtoLL, b))) << b;
+    EXPECT_TRUE(ll128StepBytesValid(protoStepBytes(kProtoLL128, b))) << b;
+  }
 }

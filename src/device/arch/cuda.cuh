@@ -88,6 +88,42 @@ WEFT_DEV void stN(void* p, uint64_t v) {
   }
 }
 
+// ---- flag-carrying lines (LL, LL128) ------------------------------------------------------
+// LL: a 16-byte line {data, flag, data, flag} travels in ONE 16-byte access on both ends, so a
+// reader that sees both flags also sees both data words. LL128: the 8 lanes of a 128-byte line
+// store (and load) their 16-byte parts in one warp instruction; NVLink delivers such a line whole,
+// so the flag in its last 8 bytes vouches for the other 120. Whole warps call ll128Load/Store
+// with the same slot order on every lane (the host emulation needs the warp together); `flag`
+// says the caller holds its line's flag part, `active` whether it takes part at all.
+#define WEFT_ARCH_HAS_LL128 1
+
+WEFT_DEV Pack16 ldLine16(const void* p) { return ld16(p); }  // ld16 is already one volatile v4 load
+
+WEFT_DEV void stLine16(void* p, const Pack16& v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]),
+               "r"(v.w[2]), "r"(v.w[3])
+               : "memory");
+}
+
+WEFT_DEV Pack16 ll128Load(const void* p, bool /*flag*/, bool active) {
+  Pack16 v{};
+  if (active) {
+    uint64_t a, b;
+    asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+    v.w[0] = (uint32_t)a;
+    v.w[1] = (uint32_t)(a >> 32);
+    v.w[2] = (uint32_t)b;
+    v.w[3] = (uint32_t)(b >> 32);
+  }
+  return v;
+}
+
+WEFT_DEV void ll128Store(void* p, const Pack16& v, bool /*flag*/, bool active) {
+  if (!active) return;
+  uint64_t a = ((uint64_t)v.w[1] << 32) | v.w[0], b = ((uint64_t)v.w[3] << 32) | v.w[2];
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
 // ---- synchronization variables (counters, flags) ------------------------------------------
 
 WEFT_DEV uint64_t ldRelaxedSys(const volatile uint64_t* p) {
@@ -110,6 +146,10 @@ WEFT_DEV uint32_t ldRelaxedSys(const volatile uint32_t* p) {
 
 WEFT_DEV void stRelaxedSys(volatile uint64_t* p, uint64_t v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+WEFT_DEV void stReleaseSys(volatile uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 WEFT_DEV void stReleaseSys(volatile uint32_t* p, uint32_t v) {

@@ -51,11 +51,12 @@ struct EmuBarrier {
 };
 
 struct EmuBlock {
-  explicit EmuBlock(int nThreads) : nThreads(nThreads), warps(nThreads / kWarpSize) {}
+  explicit EmuBlock(int nThreads) : nThreads(nThreads), warps(nThreads / kWarpSize), votes(nThreads, 0) {}
   int nThreads;
   EmuBarrier block;
   EmuBarrier named[kNamedBarriers];
   std::vector<EmuBarrier> warps;
+  std::vector<int> votes;  // per thread: anyLane's exchange slot
 };
 
 struct EmuThreadState {
@@ -86,6 +87,7 @@ inline uint64_t ldRelaxedSys(const volatile uint64_t* p) { return __atomic_load_
 inline uint32_t ldRelaxedSys(const volatile uint32_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
 inline void stRelaxedSys(volatile uint64_t* p, uint64_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELAXED); }
 inline void stReleaseSys(volatile uint32_t* p, uint32_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELEASE); }
+inline void stReleaseSys(volatile uint64_t* p, uint64_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELEASE); }
 inline void fenceAcqRelSys() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void fenceAcqRelGpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline uint32_t atomicAddAcqRelGpu(uint32_t* p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
@@ -133,6 +135,64 @@ inline void stN(void* p, uint64_t v) {
   std::memcpy(p, &v, Bytes);
 }
 inline void trap() { std::abort(); }
+
+// Warp vote: every lane of the warp calls it.
+inline bool anyLane(bool v) {
+  std::vector<int>& votes = threadIdx.block->votes;
+  votes[threadId()] = v ? 1 : 0;
+  syncWarp();
+  bool any = false;
+  for (int l = 0; l < kWarpSize; l++) any = any || votes[warpId() * kWarpSize + l] != 0;
+  syncWarp();
+  return any;
+}
+
+// ---- flag-carrying lines (see cuda.cuh) ----
+// A 16-byte LL line must be read and written whole: a striped lock per address stands in for the
+// GPU's single 16-byte access.
+#define WEFT_ARCH_HAS_LL128 1
+inline std::mutex& lineLock(const void* p) {
+  static std::mutex locks[64];
+  return locks[(reinterpret_cast<uintptr_t>(p) >> 4) % 64];
+}
+inline Pack16 ldLine16(const void* p) {
+  std::this_thread::yield();  // receivers spin through here
+  std::lock_guard<std::mutex> lk(lineLock(p));
+  return ld16(p);
+}
+inline void stLine16(void* p, const Pack16& v) {
+  std::lock_guard<std::mutex> lk(lineLock(p));
+  st16(p, v);
+}
+// LL128: a 128-byte line is whole when its flag part is seen. Stores: the data parts of the warp's
+// slot, then (after the warp syncs) the flag part with release; loads: the flag part with acquire,
+// then (after the warp syncs) the data parts. Emulated warps are 4 lanes, so a line spans two
+// slots: callers store slots in ascending and load them in descending order, which keeps a line's
+// flag part last on store and first on load.
+inline Pack16 ll128Load(const void* p, bool flag, bool active) {
+  Pack16 v{};
+  const char* c = static_cast<const char*>(p);
+  if (active && flag) {
+    std::this_thread::yield();
+    uint64_t f = __atomic_load_n(reinterpret_cast<const uint64_t*>(c + 8), __ATOMIC_ACQUIRE);
+    std::memcpy(&v.w[2], &f, 8);
+    std::memcpy(&v.w[0], c, 8);
+  }
+  syncWarp();
+  if (active && !flag) std::memcpy(&v, c, 16);
+  return v;
+}
+inline void ll128Store(void* p, const Pack16& v, bool flag, bool active) {
+  char* c = static_cast<char*>(p);
+  if (active && !flag) std::memcpy(c, &v, 16);
+  syncWarp();
+  if (active && flag) {
+    std::memcpy(c, &v.w[0], 8);
+    uint64_t f;
+    std::memcpy(&f, &v.w[2], 8);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(c + 8), f, __ATOMIC_RELEASE);
+  }
+}
 
 }  // namespace weft::dev::arch
 

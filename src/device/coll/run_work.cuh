@@ -1,31 +1,88 @@
 // Runs one work item on one channel: picks the connections, builds the primitives and calls the
 // algorithm. Copy-only functions (Broadcast, AllGather, SendRecv) run on bytes; reductions run on
-// their element type with the work's functor.
+// their element type with the work's functor. The protocol is a traits type (SimpleProto,
+// LLProto, LL128Proto): its primitives, warp groups, shared state and chunk rule.
 #pragma once
 
 #include "device/algo/ring.cuh"
 #include "device/algo/sendrecv.cuh"
+#include "device/proto/ll.cuh"
 #include "device/proto/simple.cuh"
+#if defined(WEFT_ARCH_HAS_LL128)  // set by the arch layer (included above) where 128-byte stores arrive whole
+#include "device/proto/ll128.cuh"
+#endif
 
 namespace weft::dev {
 
 // Everything a work runner needs besides the work item.
-struct WorkEnv {
+template <typename Shared>
+struct WorkEnvT {
   DevComm* comm;
   int channel;
-  SimpleShared* sh;
+  Shared* sh;
+};
+using WorkEnv = WorkEnvT<SimpleShared>;
+
+struct SimpleProto {
+  static constexpr int kId = kProtoSimple;
+  static constexpr uint64_t kNoConnStepBytes = kSimpleMinStepBytes;
+  using Shared = SimpleShared;
+  using Group = SimpleGroup;
+  template <typename Fn>
+  using Prims = SimplePrims<Fn>;
+  static WEFT_DEV Group fullGroup() { return simpleFullGroup(); }
+  // sendWarps: DevComm::p2pSendWarps (0: an even split).
+  static WEFT_DEV Group sendGroup(int sendWarps) { return simpleSendGroup(sendWarps); }
+  static WEFT_DEV Group recvGroup(int sendWarps) { return simpleRecvGroup(sendWarps); }
+  static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
+    return simpleChunkElems(workChunk, stepBytes, elemSize);
+  }
 };
 
+struct LLProto {
+  static constexpr int kId = kProtoLL;
+  static constexpr uint64_t kNoConnStepBytes = kLLMinStepBytes;
+  using Shared = FlagShared;
+  using Group = FlagGroup;
+  template <typename Fn>
+  using Prims = LLPrims<Fn>;
+  static WEFT_DEV Group fullGroup() { return llFullGroup(); }
+  static WEFT_DEV Group sendGroup(int) { return llSendGroup(); }
+  static WEFT_DEV Group recvGroup(int) { return llRecvGroup(); }
+  static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
+    return llChunkElems(workChunk, stepBytes, elemSize);
+  }
+};
+
+#if defined(WEFT_ARCH_HAS_LL128)
+struct LL128Proto {
+  static constexpr int kId = kProtoLL128;
+  static constexpr uint64_t kNoConnStepBytes = kLL128MinStepBytes;
+  using Shared = FlagShared;
+  using Group = FlagGroup;
+  template <typename Fn>
+  using Prims = LL128Prims<Fn>;
+  static WEFT_DEV Group fullGroup() { return ll128FullGroup(); }
+  static WEFT_DEV Group sendGroup(int) { return ll128SendGroup(); }
+  static WEFT_DEV Group recvGroup(int) { return ll128RecvGroup(); }
+  static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
+    return ll128ChunkElems(workChunk, stepBytes, elemSize);
+  }
+};
+#endif
+
+template <typename P = SimpleProto>
 WEFT_DEV uint64_t connStepBytes(const ConnInfo* recv, const ConnInfo* send) {
   uint64_t b = ~0ull;
-  if (recv) b = minU64(b, (uint64_t)recv->stepBytes[kProtoSimple]);
-  if (send) b = minU64(b, (uint64_t)send->stepBytes[kProtoSimple]);
-  return b == ~0ull ? kSimpleMinStepBytes : b;
+  if (recv) b = minU64(b, (uint64_t)recv->stepBytes[P::kId]);
+  if (send) b = minU64(b, (uint64_t)send->stepBytes[P::kId]);
+  return b == ~0ull ? P::kNoConnStepBytes : b;
 }
 
 // Ring arguments in units of `elemSize`-byte elements; `scale` converts the work's element
 // counts to those units (dataTypeBytes for byte-wise copies, 1 otherwise).
-WEFT_DEV RingArgs makeRingArgs(const DevWork& w, const WorkEnv& env, int elemSize, uint64_t scale) {
+template <typename Shared>
+WEFT_DEV RingArgs makeRingArgs(const DevWork& w, const WorkEnvT<Shared>& env, int elemSize, uint64_t scale) {
   const DevComm* comm = env.comm;
   const DevRing& ring = comm->channels[env.channel].ring;
   RingArgs a;
@@ -53,18 +110,18 @@ WEFT_DEV RingArgs makeRingArgs(const DevWork& w, const WorkEnv& env, int elemSiz
 }
 
 // A ring collective with functor Fn (FnCopy for Broadcast/AllGather, on bytes).
-template <typename Fn>
-WEFT_DEV void runRingColl(const DevWork& w, const WorkEnv& env) {
+template <typename Fn, typename P = SimpleProto>
+WEFT_DEV void runRingColl(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
   using T = typename Fn::Elem;
   const uint64_t scale = Fn::kIsCopy ? (uint64_t)dataTypeBytes(w.dataType) : 1;
   RingArgs a = makeRingArgs(w, env, sizeof(T), scale);
   DevChannel& ch = env.comm->channels[env.channel];
   ConnInfo* recvConn = ringUsesRecv(w.func, a) ? &ch.peers[a.prev].recv : nullptr;
   ConnInfo* sendConn = ringUsesSend(w.func, a) ? &ch.peers[a.next].send : nullptr;
-  a.chunkElems = simpleChunkElems(w.chunkElems * scale, connStepBytes(recvConn, sendConn), sizeof(T));
-  SimplePrims<Fn> p(simpleFullGroup(), env.sh, env.comm->abortFlag, recvConn, sendConn,
-                    static_cast<const T*>(w.sendBuff), static_cast<T*>(w.recvBuff), a.chunkElems,
-                    Fn::fromWork(w));
+  a.chunkElems = P::chunkElems(w.chunkElems * scale, connStepBytes<P>(recvConn, sendConn), sizeof(T));
+  typename P::template Prims<Fn> p(P::fullGroup(), env.sh, env.comm->abortFlag, recvConn, sendConn,
+                                   static_cast<const T*>(w.sendBuff), static_cast<T*>(w.recvBuff), a.chunkElems,
+                                   Fn::fromWork(w));
   if constexpr (Fn::kIsCopy) {
     if (w.func == kFuncAllGather) ringAllGather(p, a);
     else ringBroadcast(p, a);
@@ -77,7 +134,10 @@ WEFT_DEV void runRingColl(const DevWork& w, const WorkEnv& env) {
 }
 
 // SendRecv: the send part to sendPeer and the receive part from recvPeer, concurrently.
-WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnv& env) {
+template <typename P = SimpleProto>
+WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
+  using Prims = typename P::template Prims<FnCopy>;
+  using Group = typename P::Group;
   const int rank = env.comm->rank;
   const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
   DevPeer* peers = env.comm->channels[env.channel].peers;
@@ -85,30 +145,30 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnv& env) {
   char* out = static_cast<char*>(w.recvBuff);
   if (w.sendPeer == rank || w.recvPeer == rank) {
     if (w.sendPeer != w.recvPeer) arch::trap();  // a self send must come with its self receive
-    if (inGroup(simpleFullGroup())) {
-      SimplePrims<FnCopy> p(simpleFullGroup(), env.sh, env.comm->abortFlag, nullptr, nullptr,
-                            reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t*>(out), 0, FnCopy{});
+    if (inGroup(P::fullGroup())) {
+      Prims p(P::fullGroup(), env.sh, env.comm->abortFlag, nullptr, nullptr, reinterpret_cast<const uint8_t*>(in),
+              reinterpret_cast<uint8_t*>(out), 0, FnCopy{});
       p2pSelf(p, w.chanOffset * es, w.recvOffset * es, w.chanCount * es);
     }
     return;
   }
   const bool doSend = w.sendPeer >= 0 && w.chanCount > 0;
   const bool doRecv = w.recvPeer >= 0 && w.recvCount > 0;
-  const SimpleGroup sendGroup = doRecv ? simpleSendGroup(env.comm->p2pSendWarps) : simpleFullGroup();
-  const SimpleGroup recvGroup = doSend ? simpleRecvGroup(env.comm->p2pSendWarps) : simpleFullGroup();
+  const Group sendGroup = doRecv ? P::sendGroup(env.comm->p2pSendWarps) : P::fullGroup();
+  const Group recvGroup = doSend ? P::recvGroup(env.comm->p2pSendWarps) : P::fullGroup();
   if (doSend && inGroup(sendGroup)) {
     ConnInfo* conn = &peers[w.sendPeer].send;
-    uint64_t chunk = simpleChunkElems(w.chunkElems * es, connStepBytes(nullptr, conn), 1);
-    SimplePrims<FnCopy> p(sendGroup, env.sh, env.comm->abortFlag, nullptr, conn,
-                          reinterpret_cast<const uint8_t*>(in), nullptr, chunk, FnCopy{});
+    uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(nullptr, conn), 1);
+    Prims p(sendGroup, env.sh, env.comm->abortFlag, nullptr, conn, reinterpret_cast<const uint8_t*>(in), nullptr,
+            chunk, FnCopy{});
     p2pSend(p, w.chanOffset * es, w.chanCount * es, chunk);
     p.finish();
   }
   if (doRecv && inGroup(recvGroup)) {
     ConnInfo* conn = &peers[w.recvPeer].recv;
-    uint64_t chunk = simpleChunkElems(w.chunkElems * es, connStepBytes(conn, nullptr), 1);
-    SimplePrims<FnCopy> p(recvGroup, env.sh, env.comm->abortFlag, conn, nullptr, nullptr,
-                          reinterpret_cast<uint8_t*>(out), chunk, FnCopy{});
+    uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(conn, nullptr), 1);
+    Prims p(recvGroup, env.sh, env.comm->abortFlag, conn, nullptr, nullptr, reinterpret_cast<uint8_t*>(out), chunk,
+            FnCopy{});
     p2pRecv(p, w.recvOffset * es, w.recvCount * es, chunk);
     p.finish();
   }

@@ -1,6 +1,44 @@
 #include "transport/p2p/conn_layout.h"
 
+#include <algorithm>
+
+#include "device/work_math.h"
+
 namespace weft::transport {
+
+int protoStepBytes(int proto, int64_t buffBytes) {
+  int64_t unit, lo, hi, def;
+  switch (proto) {
+    case dev::kProtoLL:
+      unit = dev::kLLLineBytes, lo = dev::kLLMinStepBytes, hi = dev::kLLMaxStepBytes;
+      def = (int64_t)dev::kLLDefaultBuffBytes;
+      break;
+    case dev::kProtoLL128:
+      unit = dev::kLL128LineBytes, lo = dev::kLL128MinStepBytes, hi = dev::kLL128MaxStepBytes;
+      def = (int64_t)dev::kLL128DefaultBuffBytes;
+      break;
+    default:
+      unit = 4096, lo = dev::kSimpleMinStepBytes, hi = dev::kSimpleMaxStepBytes / 2;
+      def = 4 << 20;
+      break;
+  }
+  if (buffBytes <= 0) buffBytes = def;
+  int64_t step = buffBytes / dev::kSteps / unit * unit;
+  return (int)std::clamp<int64_t>(step, lo, hi);
+}
+
+ConnLayout ConnLayout::forSteps(int nChannels, int nRanks, const int stepBytes[dev::kNumProtos]) {
+  ConnLayout l;
+  l.nChannels = nChannels;
+  l.nRanks = nRanks;
+  size_t off = 0;
+  for (int p : {dev::kProtoLL, dev::kProtoLL128, dev::kProtoSimple}) {
+    l.protoOffset[p] = off;
+    off += ((size_t)dev::kSteps * (size_t)stepBytes[p] + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+  }
+  l.bufferBytes = off;
+  return l;
+}
 
 size_t ConnLayout::recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const {
   size_t index = 0;

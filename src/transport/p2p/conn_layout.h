@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/abi.h"
 #include "transport/connection_plan.h"
 
 namespace weft::transport {
@@ -19,10 +20,22 @@ constexpr size_t kTailOffset = 0;
 constexpr size_t kHeadOffset = 128;
 constexpr size_t kBufferAlign = 4096;
 
+// Connection step size of protocol `proto` for a per-connection buffer of buffBytes bytes (the
+// value of NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE; <= 0 means the default: 4 MiB,
+// 512 KiB, 4,915,200 B). A buffer holds kSteps steps; the step is rounded down to the protocol's
+// unit (4096 B Simple, 16 B LL, 128 B LL128) and kept within the device code's bounds
+// (device/work_math.h), so that any setting yields a valid layout.
+int protoStepBytes(int proto, int64_t buffBytes);
+
 struct ConnLayout {
   int nChannels = 0;
   int nRanks = 0;
   size_t bufferBytes = 0;  // staging buffer per receive connection (all protocols together)
+  // Where each protocol's kSteps slots start inside a connection's buffer (4096-aligned).
+  size_t protoOffset[dev::kNumProtos] = {};
+
+  // The layout for these step sizes: LL, then LL128, then Simple, each kSteps steps.
+  static ConnLayout forSteps(int nChannels, int nRanks, const int stepBytes[dev::kNumProtos]);
 
   size_t countersBytes() const { return (size_t)nChannels * nRanks * kCounterBlockBytes; }
   size_t counterBlock(int channel, int peer) const {

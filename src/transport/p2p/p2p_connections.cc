@@ -55,7 +55,7 @@ P2pConnections::~P2pConnections() {
 
 Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* out) {
   std::unique_ptr<P2pConnections> self(new P2pConnections());
-  self->layout_ = ConnLayout{comm->nChannels, comm->nRanks, (size_t)dev::kSteps * comm->stepBytes};
+  self->layout_ = ConnLayout::forSteps(comm->nChannels, comm->nRanks, comm->protoStepBytes);
   self->imported_.resize(comm->nRanks);
   self->peerBase_.assign(comm->nRanks, nullptr);
   std::vector<runtime::IpcMemDesc> descs(comm->nRanks);
@@ -141,14 +141,20 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
         ConnectionPlan peerPlan = planConnections(p, comm->rings, comm->p2pChannels, comm->connectedTrees());
-        dp.send.buffs[dev::kProtoSimple] = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me);
-        dp.send.stepBytes[dev::kProtoSimple] = comm->stepBytes;
+        char* buf = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me);
+        for (int proto = 0; proto < dev::kNumProtos; ++proto) {
+          dp.send.buffs[proto] = buf + layout_.protoOffset[proto];
+          dp.send.stepBytes[proto] = comm->protoStepBytes[proto];
+        }
         dp.send.tail = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);
         dp.send.head = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kHeadOffset);
       }
       if (comm->connPlan.recvOn[c][p]) {
-        dp.recv.buffs[dev::kProtoSimple] = local + layout_.recvBuffer(comm->connPlan, c, p);
-        dp.recv.stepBytes[dev::kProtoSimple] = comm->stepBytes;
+        char* buf = local + layout_.recvBuffer(comm->connPlan, c, p);
+        for (int proto = 0; proto < dev::kNumProtos; ++proto) {
+          dp.recv.buffs[proto] = buf + layout_.protoOffset[proto];
+          dp.recv.stepBytes[proto] = comm->protoStepBytes[proto];
+        }
         dp.recv.tail = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kTailOffset);
         dp.recv.head = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kHeadOffset);
       }

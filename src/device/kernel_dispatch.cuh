@@ -1,0 +1,106 @@
+// Work dispatch shared by the kernel entries (one per protocol, each in its own .cu file so that
+// the device build compiles them in parallel): reductions are instantiated once per (operation,
+// element type) as separate non-inlined device functions, with signed integers folded onto
+// unsigned ones where the bits agree (sum, prod, PreMulSum); copy-only functions are instantiated
+// once, on bytes. P is the protocol traits type (coll/run_work.cuh).
+#pragma once
+
+#include "device/coll/run_tree.cuh"
+#include "device/kernel_body.cuh"
+
+namespace weft::dev::dispatch {
+
+template <typename P>
+using EnvOf = WorkEnvT<typename P::Shared>;
+
+template <typename P, typename Fn>
+WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, EnvOf<P> env) {
+  if constexpr (P::kId == kProtoSimple) {
+    if (w->algo == kAlgoTree) {
+      runTreeAllReduce<Fn>(*w, env);  // Tree runs on Simple only (isSupported)
+      return;
+    }
+  }
+  runRingColl<Fn, P>(*w, env);
+}
+
+template <typename P>
+WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, EnvOf<P> env) { runRingColl<FnCopy, P>(*w, env); }
+
+template <typename P>
+WEFT_DEV_NOINLINE void runSendRecvWork(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
+
+// FoldSigned: the operation gives the same bits for signed and unsigned integers.
+// IntOnly: the operation exists for integer types only.
+template <typename P, template <typename> class Fn, bool FoldSigned, bool IntOnly>
+WEFT_DEV void dispatchType(const DevWork* w, EnvOf<P> env) {
+  switch (w->dataType) {
+    case kInt8:
+      if constexpr (FoldSigned) runReduceWork<P, Fn<uint8_t>>(w, env);
+      else runReduceWork<P, Fn<int8_t>>(w, env);
+      return;
+    case kUint8: runReduceWork<P, Fn<uint8_t>>(w, env); return;
+    case kInt32:
+      if constexpr (FoldSigned) runReduceWork<P, Fn<uint32_t>>(w, env);
+      else runReduceWork<P, Fn<int32_t>>(w, env);
+      return;
+    case kUint32: runReduceWork<P, Fn<uint32_t>>(w, env); return;
+    case kInt64:
+      if constexpr (FoldSigned) runReduceWork<P, Fn<uint64_t>>(w, env);
+      else runReduceWork<P, Fn<int64_t>>(w, env);
+      return;
+    case kUint64: runReduceWork<P, Fn<uint64_t>>(w, env); return;
+    default: break;
+  }
+  if constexpr (!IntOnly) {
+    switch (w->dataType) {
+      case kFloat16: runReduceWork<P, Fn<__half>>(w, env); return;
+      case kFloat32: runReduceWork<P, Fn<float>>(w, env); return;
+      case kFloat64: runReduceWork<P, Fn<double>>(w, env); return;
+      case kBfloat16: runReduceWork<P, Fn<__nv_bfloat16>>(w, env); return;
+      case kFloat8e4m3: runReduceWork<P, Fn<__nv_fp8_e4m3>>(w, env); return;
+      case kFloat8e5m2: runReduceWork<P, Fn<__nv_fp8_e5m2>>(w, env); return;
+      default: break;
+    }
+  }
+  arch::trap();  // the host let an unsupported combination through (see isSupported)
+}
+
+template <typename P>
+WEFT_DEV void dispatchReduce(const DevWork* w, EnvOf<P> env) {
+  switch (w->redOp) {
+    case kRedSum: dispatchType<P, FnSum, true, false>(w, env); return;
+    case kRedProd: dispatchType<P, FnProd, true, false>(w, env); return;
+    case kRedMax: dispatchType<P, FnMax, false, false>(w, env); return;
+    case kRedMin: dispatchType<P, FnMin, false, false>(w, env); return;
+    case kRedPreMulSum: dispatchType<P, FnPreMulSum, true, false>(w, env); return;
+    case kRedSumPostDiv: dispatchType<P, FnSumPostDiv, false, true>(w, env); return;
+    default: arch::trap();
+  }
+}
+
+template <typename P>
+WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
+  if (w->proto != P::kId) arch::trap();  // one launch carries one protocol
+  switch (w->func) {
+    case kFuncSendRecv: runSendRecvWork<P>(w, env); return;
+    case kFuncBroadcast:
+    case kFuncAllGather:
+      if (w->algo != kAlgoRing) arch::trap();
+      runCopyWork<P>(w, env);
+      return;
+    case kFuncReduce:
+    case kFuncReduceScatter:
+      if (w->algo != kAlgoRing) arch::trap();
+      dispatchReduce<P>(w, env);
+      return;
+    case kFuncAllReduce:
+      if (w->algo != kAlgoRing && !(w->algo == kAlgoTree && P::kId == kProtoSimple)) arch::trap();
+      dispatchReduce<P>(w, env);
+      return;
+    default: arch::trap();
+  }
+}
+
+
+}  // namespace weft::dev::dispatch

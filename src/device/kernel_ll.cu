@@ -1,0 +1,17 @@
+// Kernel entry of the LL protocol (its own translation unit: the device build compiles the
+// protocols' instantiations in parallel).
+#include "device/kernel_dispatch.cuh"
+#include "device/kernel_entries.h"
+
+namespace weft::dev {
+
+__global__ void __launch_bounds__(kLLThreads, 1) weftKernelLL(DevKernelArgs args) {
+  __shared__ FlagKernelSmem smem;
+  kernelBody<kLLThreads>(args, (int)blockIdx.x, smem, [](const DevWork* w, const WorkEnvT<FlagShared>& env) {
+    dispatch::runWork<LLProto>(w, env);
+  });
+}
+
+const void* llKernelEntry() { return reinterpret_cast<const void*>(&weftKernelLL); }
+
+}  // namespace weft::dev

@@ -1,0 +1,266 @@
+// What LL and LL128 share: the flags travel inside the data lines (work_math.h, "LL and LL128"),
+// so a connection needs only the head counter for flow control. Every thread of a group runs the
+// same calls in the same order (there is no sync warp): each warp's lane 0 waits for the head on
+// its own, every thread spins on the flags of the lines it reads, and after each received step
+// the group meets at a named barrier before thread 0 publishes head = step + 1.
+//
+// Abort: every spin reads comm->abortFlag (and the block's shared copy of it) every
+// kFlagSpinsPerAbortCheck spins. Once it is set, waits return at once and data is skipped, but
+// every barrier is still reached, so all warps leave the kernel normally.
+#pragma once
+
+#include "device/abi.h"
+#include "device/reduce/reduce_copy.cuh"
+#include "device/work_math.h"
+
+namespace weft::dev {
+
+constexpr int kFlagSpinsPerAbortCheck = 1000;
+constexpr int kFlagMaxGroups = 2;
+
+// Block-shared state of LL/LL128 (static shared memory of the kernel).
+struct FlagShared {
+  uint32_t aborted;
+};
+
+// Warps serving one transfer direction (or both, for collectives): warps
+// [firstWarp, firstWarp + nWarps) with named barrier 1 + index.
+struct FlagGroup {
+  int index;
+  int firstWarp;
+  int nWarps;
+};
+
+WEFT_DEV bool inGroup(const FlagGroup& g) {
+  int w = arch::warpId();
+  return w >= g.firstWarp && w < g.firstWarp + g.nWarps;
+}
+
+// The protocol state that depends neither on the element type nor on the line format.
+class FlagLink {
+ public:
+  // Called by every thread of group g (and only those). recvConn/sendConn may be null.
+  WEFT_DEV FlagLink(const FlagGroup& g, FlagShared* sh, const volatile uint32_t* abortFlag, ConnInfo* recvConn,
+                    ConnInfo* sendConn, int proto)
+      : sh_(sh), abortFlag_(abortFlag), recvConn_(recvConn), sendConn_(sendConn) {
+    tid_ = arch::threadId() - g.firstWarp * arch::kWarpSize;
+    nThreads_ = g.nWarps * arch::kWarpSize;
+    warp_ = tid_ / arch::kWarpSize;
+    nWarps_ = g.nWarps;
+    barrier_ = 1 + g.index;
+    if (recvConn) {
+      recvBuff_ = recvConn->buffs[proto];
+      recvStep_ = arch::ldN<8>(&recvConn->step);
+      recvHead_ = recvConn->head;
+      stepBytes_ = (uint64_t)recvConn->stepBytes[proto];
+    }
+    if (sendConn) {
+      sendBuff_ = sendConn->buffs[proto];
+      sendStep_ = arch::ldN<8>(&sendConn->step);
+      sendHead_ = sendConn->head;
+      stepBytes_ = (uint64_t)sendConn->stepBytes[proto];
+    }
+  }
+
+  WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
+
+  // Saves the step counters for the next item or launch. Every thread of the group calls it.
+  WEFT_DEV void finish() {
+    if (tid_ == 0) {
+      if (recvConn_) arch::stN<8>(&recvConn_->step, recvStep_);
+      if (sendConn_) arch::stN<8>(&sendConn_->step, sendStep_);
+    }
+  }
+
+ protected:
+  WEFT_DEV bool aborted() {
+    if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
+    return aborted_;
+  }
+
+  // Called from spin loops: true once the communicator aborted.
+  WEFT_DEV bool spinAborted(int* spins) {
+    if (++*spins < kFlagSpinsPerAbortCheck) return false;
+    *spins = 0;
+    if (aborted_ || arch::ldVolatileShared(&sh_->aborted) ||
+        (abortFlag_ && arch::ldRelaxedSys(abortFlag_) != 0)) {
+      aborted_ = true;
+      arch::stVolatileShared(&sh_->aborted, 1);
+    }
+    return aborted_;
+  }
+
+  // Whole warp: the slot of sendStep_ may be written once head + kSteps > sendStep_.
+  WEFT_DEV_NOINLINE void waitSend() {
+    if (arch::laneId() == 0 && headSeen_ + kSteps <= sendStep_ && !aborted()) {
+      int spins = 0;
+      for (;;) {
+        headSeen_ = arch::ldAcquireSys(sendHead_);
+        if (headSeen_ + kSteps > sendStep_ || spinAborted(&spins)) break;
+      }
+    }
+    arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
+  }
+
+  // Whole group, after every thread has consumed the slot of recvStep_: publish head.
+  // The received values are all used (stored or forwarded) before the barrier, so the sender
+  // may overwrite the slot as soon as it sees the new head.
+  // LL (wipeLines): in the last kSteps steps of every 2^31 the slot is first rewritten with a
+  // flag it never carries (work_math.h: llWipeAfter), so that no line outlives 2^32 steps.
+  WEFT_DEV void postRecv(bool wipeLines) {
+    arch::barSync(barrier_, nThreads_);
+    if (wipeLines && llWipeAfter(recvStep_)) {
+      wipeSlot();
+      arch::barSync(barrier_, nThreads_);
+    }
+    if (tid_ == 0 && !aborted()) arch::stRelaxedSys(recvHead_, recvStep_ + 1);
+  }
+
+  WEFT_DEV_NOINLINE void wipeSlot() {
+    char* slot = recvBuff_ + (recvStep_ % kSteps) * stepBytes_;
+    const uint32_t f = llWipeFlag(recvStep_);
+    for (uint64_t l = (uint64_t)tid_; l < stepBytes_ / kLLLineBytes; l += (uint64_t)nThreads_) {
+      Pack16 v;
+      v.w[0] = v.w[2] = 0;
+      v.w[1] = v.w[3] = f;
+      arch::stLine16(slot + l * kLLLineBytes, v);
+    }
+  }
+
+  FlagShared* sh_;
+  const volatile uint32_t* abortFlag_;
+  ConnInfo* recvConn_;
+  ConnInfo* sendConn_;
+  int tid_ = 0, nThreads_ = 0, warp_ = 0, nWarps_ = 0, barrier_ = 1;
+  char* recvBuff_ = nullptr;
+  char* sendBuff_ = nullptr;
+  volatile uint64_t* recvHead_ = nullptr;  // sender's memory: published
+  volatile uint64_t* sendHead_ = nullptr;  // local: polled
+  uint64_t recvStep_ = 0, sendStep_ = 0;
+  uint64_t stepBytes_ = kLL128MinStepBytes;  // no connection: local copies only
+  uint64_t headSeen_ = 0;                    // lane 0 of each warp
+  bool aborted_ = false;
+};
+
+// ---- user-buffer access for flag protocols: up to 16 bytes at any address ----
+
+namespace detail {
+
+static WEFT_DEV_NOINLINE Pack16 loadUserSlow(const char* p, int nBytes) {
+  Pack16 v{};
+  char* d = reinterpret_cast<char*>(&v);
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (a % 8 == 0 && nBytes % 8 == 0) {
+    for (int i = 0; i < nBytes; i += 8) {
+      uint64_t w = arch::ldN<8>(p + i);
+      memcpy(d + i, &w, 8);
+    }
+  } else if (a % 4 == 0 && nBytes % 4 == 0) {
+    for (int i = 0; i < nBytes; i += 4) {
+      uint32_t w = (uint32_t)arch::ldN<4>(p + i);
+      memcpy(d + i, &w, 4);
+    }
+  } else {
+    for (int i = 0; i < nBytes; i++) d[i] = (char)arch::ldN<1>(p + i);
+  }
+  return v;
+}
+
+static WEFT_DEV_NOINLINE void storeUserSlow(char* p, const Pack16& v, int nBytes) {
+  const char* s = reinterpret_cast<const char*>(&v);
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (a % 8 == 0 && nBytes % 8 == 0) {
+    for (int i = 0; i < nBytes; i += 8) {
+      uint64_t w;
+      memcpy(&w, s + i, 8);
+      arch::stN<8>(p + i, w);
+    }
+  } else if (a % 4 == 0 && nBytes % 4 == 0) {
+    for (int i = 0; i < nBytes; i += 4) {
+      uint32_t w;
+      memcpy(&w, s + i, 4);
+      arch::stN<4>(p + i, w);
+    }
+  } else {
+    for (int i = 0; i < nBytes; i++) arch::stN<1>(p + i, (uint8_t)s[i]);
+  }
+}
+
+// nBytes in [1, 16]; bytes beyond nBytes read as zero.
+WEFT_DEV Pack16 loadUser(const char* p, int nBytes) {
+  if (nBytes == 16 && reinterpret_cast<uintptr_t>(p) % 16 == 0) return arch::ld16(p);
+  return loadUserSlow(p, nBytes);
+}
+
+WEFT_DEV void storeUser(char* p, const Pack16& v, int nBytes) {
+  if (nBytes == 16 && reinterpret_cast<uintptr_t>(p) % 16 == 0) arch::st16(p, v);
+  else storeUserSlow(p, v, nBytes);
+}
+
+}  // namespace detail
+
+// What one primitive does (the Simple variants, as run-time flags: a flag protocol is bound by
+// latency or by the line format, not by instruction count, and one loop per functor keeps the
+// device build small).
+enum FlagOp : int {
+  kFlagRecv = 1,    // read the step from the previous peer
+  kFlagSend = 2,    // write the step to the next peer
+  kFlagSrcIn = 4,   // our input is a source (pre-op applies to it)
+  kFlagDstOut = 8,  // write our output
+  kFlagPost = 16,   // the result is final: apply the post-op
+};
+
+// The value of one 16-byte part: recv (if any) combined with our input (if any).
+template <typename Fn>
+WEFT_DEV Pack16 flagCombine(const Fn& fn, int ops, const Pack16& recv, const Pack16& own) {
+  Pack16 v;
+  if ((ops & kFlagRecv) && (ops & kFlagSrcIn)) v = Fn::kPreOp ? fn.reducePre(recv, own) : fn.reduce(recv, own);
+  else if (ops & kFlagRecv) v = recv;
+  else v = Fn::kPreOp ? fn.preOp(own) : own;
+  if (Fn::kPostOp && (ops & kFlagPost)) v = fn.postOp(v);
+  return v;
+}
+
+// The primitive interface of proto/simple.cuh for a flag protocol whose Derived::run(ops, inOff,
+// outOff, n) moves one call.
+template <typename Derived>
+class FlagPrimsApi {
+ public:
+  WEFT_DEV void send(int64_t inOff, int64_t n) { self()->run(kFlagSend | kFlagSrcIn, inOff, 0, n); }
+  WEFT_DEV void recv(int64_t outOff, int64_t n) { self()->run(kFlagRecv | kFlagDstOut, 0, outOff, n); }
+  WEFT_DEV void recvReduceSend(int64_t inOff, int64_t n) {
+    self()->run(kFlagRecv | kFlagSend | kFlagSrcIn, inOff, 0, n);
+  }
+  WEFT_DEV void recvReduceCopy(int64_t inOff, int64_t outOff, int64_t n) {
+    self()->run(kFlagRecv | kFlagSrcIn | kFlagDstOut | kFlagPost, inOff, outOff, n);
+  }
+  WEFT_DEV void recvReduceCopySend(int64_t inOff, int64_t outOff, int64_t n) {
+    self()->run(kFlagRecv | kFlagSend | kFlagSrcIn | kFlagDstOut | kFlagPost, inOff, outOff, n);
+  }
+  WEFT_DEV void recvCopySend(int64_t outOff, int64_t n) {
+    self()->run(kFlagRecv | kFlagSend | kFlagDstOut, 0, outOff, n);
+  }
+  WEFT_DEV void copySend(int64_t inOff, int64_t outOff, int64_t n) {
+    self()->run(kFlagSend | kFlagSrcIn | kFlagDstOut, inOff, outOff, n);
+  }
+  // Input to output without peers (nRanks == 1, self send/recv), pre- and post-op applied.
+  WEFT_DEV void localCopy(int64_t inOff, int64_t outOff, int64_t n) {
+    self()->run(kFlagSrcIn | kFlagDstOut | kFlagPost, inOff, outOff, n);
+  }
+
+ private:
+  WEFT_DEV Derived* self() { return static_cast<Derived*>(this); }
+};
+
+// Input to output without peers (ops has neither kFlagRecv nor kFlagSend), any alignment.
+template <typename Fn>
+WEFT_DEV void flagLocal(const Fn& fn, int ops, int tid, int nThreads, const char* in, char* out, int64_t nBytes) {
+  if (!Fn::kPreOp && !Fn::kPostOp && in == out) return;
+  for (int64_t p = tid; p * 16 < nBytes; p += nThreads) {
+    const int valid = nBytes - p * 16 < 16 ? (int)(nBytes - p * 16) : 16;
+    Pack16 v = flagCombine(fn, ops, Pack16{}, detail::loadUser(in + p * 16, valid));
+    detail::storeUser(out + p * 16, v, valid);
+  }
+}
+
+}  // namespace weft::dev
