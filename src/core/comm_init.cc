@@ -40,8 +40,16 @@ const param::IntParam kNthreads{"NCCL_NTHREADS", -2};
 constexpr int kHostWarpSize = 32;  // NVIDIA; the HIP port uses 64
 
 // Channel bounds from the config (minCTAs/maxCTAs) and NCCL_MIN/MAX_NCHANNELS.
+// Channels a multi-rank communicator creates at least when NCCL_MIN_NCHANNELS is not set. One of
+// weft's Simple channels moves less than one of NCCL's (2xH200: 24 channels reach 0.79-0.91 of
+// NCCL's busbw at 1 GiB, 32 reach 0.84-1.10), so weft builds more rings than the search's 24; the
+// tuner still gives small calls fewer.
+const param::IntParam kWeftMinChannels{"NCCL_WEFT_MIN_NCHANNELS", 32};
+
 void channelBounds(const ncclComm* comm, int* lo, int* hi) {
-  *lo = std::max<int>(comm->config.minCTAs, kMinChannels.get() > 0 ? (int)kMinChannels.get() : 1);
+  const int floor = kMinChannels.get() > 0 ? (int)kMinChannels.get()
+                                           : (comm->nRanks > 1 ? std::max<int>(1, (int)kWeftMinChannels.get()) : 1);
+  *lo = std::max<int>(comm->config.minCTAs, floor);
   *hi = std::min<int>(comm->config.maxCTAs, kMaxChannels.get() > 0 ? (int)kMaxChannels.get() : dev::kMaxChannels);
   *hi = std::min(*hi, dev::kMaxChannels);
   *lo = std::min(*lo, *hi);

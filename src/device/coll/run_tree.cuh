@@ -63,9 +63,9 @@ WEFT_DEV void runTreeAllReduce(const DevWork& w, const WorkEnv& env) {
   a.chunkElems = simpleChunkElems(w.chunkElems, connStepBytes(anyPeer >= 0 ? &ch.peers[anyPeer].recv : nullptr, nullptr),
                                   sizeof(T));
   auto use = [&](int group, int recvPeer, int sendPeer, int role, bool inputIsOutput, auto&& body) {
-    // Up and down both cross links: an even split (0).
-    const SimpleGroup g = group == kTreeGroupUp     ? simpleSendGroup(0)
-                          : group == kTreeGroupDown ? simpleRecvGroup(0)
+    // Up and down both cross links: an even split.
+    const SimpleGroup g = group == kTreeGroupUp     ? simpleSendGroup(kSimpleDataWarps / 2)
+                          : group == kTreeGroupDown ? simpleRecvGroup(kSimpleDataWarps / 2)
                                                     : simpleFullGroup();
     if (inGroup(g)) {
       ConnInfo* rc = recvPeer >= 0 ? &ch.peers[recvPeer].recv : nullptr;
