@@ -46,10 +46,13 @@ constexpr int kHostWarpSize = 32;  // NVIDIA; the HIP port uses 64
 // tuner still gives small calls fewer.
 const param::IntParam kWeftMinChannels{"NCCL_WEFT_MIN_NCHANNELS", 32};
 
-void channelBounds(const ncclComm* comm, int* lo, int* hi) {
-  const int floor = kMinChannels.get() > 0 ? (int)kMinChannels.get()
-                                           : (comm->nRanks > 1 ? std::max<int>(1, (int)kWeftMinChannels.get()) : 1);
-  *lo = std::max<int>(comm->config.minCTAs, floor);
+// userLo: the user's own floor (minCTAs, NCCL_MIN_NCHANNELS), which every call honours; *lo also
+// includes weft's floor for the number of channels the communicator builds.
+void channelBounds(const ncclComm* comm, int* lo, int* hi, int* userLo = nullptr) {
+  const int user = std::max<int>(comm->config.minCTAs, kMinChannels.get() > 0 ? (int)kMinChannels.get() : 1);
+  const int floor = kMinChannels.get() > 0 || comm->nRanks == 1 ? 1 : std::max<int>(1, (int)kWeftMinChannels.get());
+  *lo = std::max(user, floor);
+  if (userLo) *userLo = user;
   *hi = std::min<int>(comm->config.maxCTAs, kMaxChannels.get() > 0 ? (int)kMaxChannels.get() : dev::kMaxChannels);
   *hi = std::min(*hi, dev::kMaxChannels);
   *lo = std::min(*lo, *hi);
@@ -230,7 +233,8 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   WEFT_TRY(exchangePeerInfo(comm));
 
   int lo = 1, hi = dev::kMaxChannels;
-  channelBounds(comm, &lo, &hi);
+  int userLo = 1;
+  channelBounds(comm, &lo, &hi, &userLo);
   if (nRanks == 1) {
     // A single rank only copies locally; a few channels keep large copies fast.
     comm->nChannels = std::clamp<int>((int)kDefaultChannels.get(), lo, hi);
@@ -242,7 +246,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
-  setupTuning(comm, lo);
+  setupTuning(comm, userLo);
   comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels, comm->connectedTrees());
   comm->protoStepBytes[dev::kProtoSimple] = comm->stepBytes;
   comm->protoStepBytes[dev::kProtoLL] = transport::protoStepBytes(dev::kProtoLL, kLLBuffSize.get());
