@@ -80,6 +80,17 @@ WEFT_DEV void st16(void* p, const Pack16& v) {
   *static_cast<U32x4*>(p) = x;
 }
 
+// LL lines: a 16-byte line {data, flag, data, flag} must travel in ONE access on both ends, so
+// a reader that sees both flags also sees both data words. global_load/store_dwordx4 are single
+// 16-byte accesses on CDNA; volatile keeps them from being split or merged and bypasses the L1.
+// LL128 is not offered on AMD (no WEFT_ARCH_HAS_LL128): its whole-128-byte-line guarantee is an
+// NVLink property not shown for Infinity Fabric.
+WEFT_DEV Pack16 ldLine16(const void* p) { return ld16(p); }
+WEFT_DEV void stLine16(void* p, const Pack16& v) {
+  U32x4 x = {v.w[0], v.w[1], v.w[2], v.w[3]};
+  *static_cast<volatile U32x4*>(p) = x;
+}
+
 template <int Bytes>
 struct UintOfBytes;
 template <> struct UintOfBytes<1> { using T = uint8_t; };
@@ -136,6 +147,9 @@ WEFT_DEV void stRelaxedSys(volatile uint64_t* p, uint64_t v) {
 // st.release.sys: waits for this wave's earlier accesses and writes back the L2 where it is not
 // coherent with the system (buffer_wbl2 on gfx90a), then stores.
 WEFT_DEV void stReleaseSys(volatile uint32_t* p, uint32_t v) {
+  __hip_atomic_store(unv(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV void stReleaseSys(volatile uint64_t* p, uint64_t v) {
   __hip_atomic_store(unv(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 
