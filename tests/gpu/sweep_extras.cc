@@ -209,11 +209,17 @@ void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) 
       });
       if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
     }
+    // End every capture before instantiating any graph: cudaGraphInstantiate is not allowed while
+    // this thread (or, in global mode, any thread) still captures another GPU's stream.
     for (size_t l = 0; l < L.size(); ++l) {  // always end the capture, even after an error
       cudaSetDevice(L[l]->dev);
-      cudaError_t e = cudaStreamEndCapture(L[l]->stream, &graphs[l]);
-      if (e == cudaSuccess && why.empty()) e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
-      if (e != cudaSuccess && why.empty()) why = std::string("end capture / instantiate: ") + cudaGetErrorString(e);
+      const cudaError_t e = cudaStreamEndCapture(L[l]->stream, &graphs[l]);
+      if (e != cudaSuccess && why.empty()) why = std::string("end capture: ") + cudaGetErrorString(e);
+    }
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      cudaSetDevice(L[l]->dev);
+      const cudaError_t e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
+      if (e != cudaSuccess) why = std::string("instantiate: ") + cudaGetErrorString(e);
     }
     bool pass = why.empty();
     if (pass) {
