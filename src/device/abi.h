@@ -137,21 +137,27 @@ static_assert(sizeof(DevWork) == 96, "DevWork layout is shared by host and devic
 
 constexpr uint8_t kWorkFlagScalarOnDevice = 0x1;
 
-// Arguments of one kernel launch: blockIdx.x serves channel channelIds[blockIdx.x] and runs its
-// works[(first + i) & worksMask] for i < count, in order. The work array is the communicator's
-// rolling work FIFO (host-mapped) or, for CUDA graphs, a persistent buffer (worksMask = ~0u).
-// Once every block has copied its items, the last block to do so stores fifoConsumedValue into
-// *fifoConsumed (host-mapped), telling the host those FIFO slots are free again.
+// Arguments of one kernel launch: blockIdx.x serves channel blocks[blockIdx.x].channel and runs
+// items first .. first + count - 1, in order, taken from one of two places:
+//  - inline (worksInline != 0): inlineWorks[first + i], carried in the kernel parameters. Launches
+//    of at most kMaxInlineWorks items use it: no host-memory reads and no FIFO slots to give back,
+//    which is most of a small collective's fixed cost; graph captures need no buffer of their own.
+//  - otherwise works[(first + i) & worksMask]: the communicator's rolling work FIFO (host-mapped)
+//    or, for CUDA graphs, a persistent buffer (worksMask = ~0u). Once every block has copied its
+//    items, the last block to do so stores fifoConsumedValue into *fifoConsumed (host-mapped),
+//    telling the host those FIFO slots are free again.
+constexpr int kMaxInlineWorks = 24;
 struct DevKernelArgs {
   DevComm* comm;
   const DevWork* works;
   uint32_t worksMask;
   uint32_t fifoConsumedValue;
-  volatile uint32_t* fifoConsumed;    // may be null (graph launches)
+  volatile uint32_t* fifoConsumed;    // may be null (graph and inline launches)
   uint32_t* blockArrivals;            // device counter, zero between launches; the last block resets it
   uint32_t nBlocks;
-  uint32_t pad0;
+  uint32_t worksInline;
   struct Block { uint32_t first; uint16_t count; uint8_t channel; uint8_t pad; } blocks[kMaxChannels];
+  DevWork inlineWorks[kMaxInlineWorks];
 };
 static_assert(sizeof(DevKernelArgs) <= 4096, "kernel parameters must stay small");
 

@@ -9,7 +9,7 @@
 
 namespace weft::dev {
 
-__global__ void __launch_bounds__(kSimpleThreads, 1) weftKernelSimple(DevKernelArgs args) {
+__global__ void __launch_bounds__(kSimpleThreads, 1) weftKernelSimple(const WEFT_GRID_CONSTANT DevKernelArgs args) {
   __shared__ SimpleKernelSmem smem;
   kernelBody<kSimpleThreads>(args, (int)blockIdx.x, smem, [](const DevWork* w, const WorkEnv& env) {
     dispatch::runWork<SimpleProto>(w, env);

@@ -31,15 +31,24 @@ WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared
   const int nWorks = blk.count < kMaxWorksPerChannel ? blk.count : kMaxWorksPerChannel;
   const int tid = arch::threadId();
 
-  // Copy the items with 8-byte volatile loads: the FIFO is host memory rewritten between
-  // launches, so nothing may come from a cache.
   constexpr int kWords = sizeof(DevWork) / sizeof(uint64_t);
   static_assert(sizeof(DevWork) % sizeof(uint64_t) == 0, "DevWork is copied in 8-byte words");
-  for (int i = tid; i < nWorks * kWords; i += NThreads) {
-    const int w = i / kWords;
-    const DevWork* src = &args.works[(blk.first + (uint32_t)w) & args.worksMask];
-    reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
-        arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
+  if (args.worksInline) {
+    // Kernel parameters (the entry takes them as __grid_constant__, so this reads them in place).
+    for (int i = tid; i < nWorks * kWords; i += NThreads) {
+      const int w = i / kWords;
+      reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
+          reinterpret_cast<const uint64_t*>(&args.inlineWorks[blk.first + (uint32_t)w])[i % kWords];
+    }
+  } else {
+    // 8-byte volatile loads: the FIFO is host memory rewritten between launches, so nothing may
+    // come from a cache.
+    for (int i = tid; i < nWorks * kWords; i += NThreads) {
+      const int w = i / kWords;
+      const DevWork* src = &args.works[(blk.first + (uint32_t)w) & args.worksMask];
+      reinterpret_cast<uint64_t*>(&smem.works[w])[i % kWords] =
+          arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
+    }
   }
   arch::initBlock();
   if (tid == 0) resetShared(smem.proto);

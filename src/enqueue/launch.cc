@@ -82,21 +82,26 @@ Status takeGraphWorks(ncclComm* comm, uint32_t n, dev::DevWork** host, const dev
   return ncclSuccess;
 }
 
-// Writes one launch's items and returns its kernel arguments. Graph captures get a buffer of
-// their own (the FIFO slots would be reused before the graph replays).
+// Writes one launch's items and returns its kernel arguments. A launch of few items carries
+// them in the kernel parameters; otherwise they go to the FIFO, or for graph captures to a buffer
+// of their own (the FIFO slots would be reused before the graph replays).
 Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, dev::DevKernelArgs* args) {
   uint32_t total = (uint32_t)launch.workCount();
   *args = dev::DevKernelArgs{};
   args->comm = comm->devComm;
   args->nBlocks = (uint32_t)launch.channels.size();
-  args->blockArrivals = comm->blockArrivals;
   dev::DevWork* dst = nullptr;
   uint32_t first = 0;
-  if (capturing) {
+  const bool inlined = total <= (uint32_t)dev::kMaxInlineWorks;
+  if (inlined) {
+    dst = args->inlineWorks;
+    args->worksInline = 1;
+  } else if (capturing) {
     WEFT_TRY(takeGraphWorks(comm, total, &dst, &args->works));
     args->worksMask = ~0u;
     args->fifoConsumed = nullptr;
   } else {
+    args->blockArrivals = comm->blockArrivals;
     WEFT_TRY(reserveFifo(comm, total, &first));
     dst = comm->fifoHost;
     args->works = comm->fifoDev;
@@ -110,7 +115,7 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
     args->blocks[b].count = (uint16_t)launch.works[b].size();
     args->blocks[b].channel = (uint8_t)launch.channels[b];
     for (const dev::DevWork& w : launch.works[b]) {
-      uint32_t index = capturing ? pos : comm->fifo.slot(pos);
+      uint32_t index = inlined || capturing ? pos : comm->fifo.slot(pos);
       dst[index] = w;
       ++pos;
     }

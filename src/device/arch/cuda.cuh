@@ -13,6 +13,8 @@
 
 #define WEFT_DEV __device__ __forceinline__
 #define WEFT_DEV_NOINLINE __device__ __noinline__
+// Kernel parameters read in place (no per-thread copy), so a large argument struct costs nothing.
+#define WEFT_GRID_CONSTANT __grid_constant__
 #define WEFT_UNROLL _Pragma("unroll")
 
 namespace weft::dev::arch {

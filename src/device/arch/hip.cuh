@@ -23,6 +23,8 @@
 
 #define WEFT_DEV __device__ __forceinline__
 #define WEFT_DEV_NOINLINE __device__ __noinline__
+// ROCm 5.2 has no __grid_constant__; AMD kernel arguments are read from memory anyway.
+#define WEFT_GRID_CONSTANT
 #define WEFT_UNROLL _Pragma("unroll")
 
 namespace weft::dev::arch {

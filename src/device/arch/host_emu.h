@@ -20,6 +20,7 @@
 
 #define WEFT_DEV inline
 #define WEFT_DEV_NOINLINE __attribute__((noinline))
+#define WEFT_GRID_CONSTANT
 #define WEFT_UNROLL
 
 namespace weft::dev::arch {
