@@ -14,7 +14,7 @@ template <typename P>
 using EnvOf = WorkEnvT<typename P::Shared>;
 
 template <typename P, typename Fn>
-WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, EnvOf<P> env) {
+WEFT_DEV void runReduceWorkBody(const DevWork* w, EnvOf<P> env) {
   if constexpr (P::kId == kProtoSimple) {
     if (w->algo == kAlgoTree) {
       runTreeAllReduce<Fn>(*w, env);  // Tree runs on Simple only (isSupported)
@@ -24,11 +24,21 @@ WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, EnvOf<P> env) {
   runRingColl<Fn, P>(*w, env);
 }
 
-template <typename P>
-WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, EnvOf<P> env) { runRingColl<FnCopy, P>(*w, env); }
+template <typename P, typename Fn>
+WEFT_DEV_NOINLINE void runReduceWorkCold(const DevWork* w, EnvOf<P> env) { runReduceWorkBody<P, Fn>(w, env); }
+
+// Hot functors are inlined into the kernel, the others get one non-inlined body (kHotFn).
+template <typename P, typename Fn>
+WEFT_DEV void runReduceWork(const DevWork* w, EnvOf<P> env) {
+  if constexpr (kHotFn<Fn>) runReduceWorkBody<P, Fn>(w, env);
+  else runReduceWorkCold<P, Fn>(w, env);
+}
 
 template <typename P>
-WEFT_DEV_NOINLINE void runSendRecvWork(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
+WEFT_DEV void runCopyWork(const DevWork* w, EnvOf<P> env) { runRingColl<FnCopy, P>(*w, env); }
+
+template <typename P>
+WEFT_DEV void runSendRecvWork(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
 
 // FoldSigned: the operation gives the same bits for signed and unsigned integers.
 // IntOnly: the operation exists for integer types only.

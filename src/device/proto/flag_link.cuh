@@ -91,7 +91,7 @@ class FlagLink {
   }
 
   // Whole warp: the slot of sendStep_ may be written once head + kSteps > sendStep_.
-  WEFT_DEV_NOINLINE void waitSend() {
+  WEFT_DEV void waitSend() {
     if (arch::laneId() == 0 && headSeen_ + kSteps <= sendStep_ && !aborted()) {
       int spins = 0;
       for (;;) {

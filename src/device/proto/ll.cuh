@@ -24,7 +24,7 @@ WEFT_DEV FlagGroup llRecvGroup() { return {1, kLLWarps / 2, kLLWarps - kLLWarps 
 namespace detail {
 
 // Spins until the one or two lines at p carry `flag`; returns their 8 or 16 payload bytes.
-static WEFT_DEV_NOINLINE Pack16 llReadPack(const char* p, uint32_t flag, bool two, FlagShared* sh,
+static WEFT_DEV Pack16 llReadPack(const char* p, uint32_t flag, bool two, FlagShared* sh,
                                     const volatile uint32_t* abortFlag, bool* aborted) {
   Pack16 a = arch::ldLine16(p), b{};
   if (two) b = arch::ldLine16(p + kLLLineBytes);
@@ -83,8 +83,14 @@ class LLPrims : public FlagLink, public FlagPrimsApi<LLPrims<Fn>> {
   }
 
  private:
-  // One non-inlined function per functor holds every variant (see SimplePrims::run).
-  WEFT_DEV_NOINLINE void run(int ops, int64_t inOff, int64_t outOff, int64_t n) {
+  // Inlined for hot functors, else one non-inlined function per functor (see SimplePrims::run).
+  WEFT_DEV void run(int ops, int64_t inOff, int64_t outOff, int64_t n) {
+    if constexpr (kHotFn<Fn>) runBody(ops, inOff, outOff, n);
+    else runCold(ops, inOff, outOff, n);
+  }
+  WEFT_DEV_NOINLINE void runCold(int ops, int64_t inOff, int64_t outOff, int64_t n) { runBody(ops, inOff, outOff, n); }
+
+  WEFT_DEV void runBody(int ops, int64_t inOff, int64_t outOff, int64_t n) {
     if (n <= 0) return;  // both ends skip empty calls: no step is used
     const int64_t nBytes = n * (int64_t)sizeof(T);
     const char* in = reinterpret_cast<const char*>(input_ + inOff);

@@ -29,10 +29,7 @@ namespace weft::dev {
 constexpr int kSimpleWarps = arch::kDefaultBlockThreads / arch::kWarpSize;
 constexpr int kSimpleDataWarps = kSimpleWarps - 1;
 constexpr int kSimpleThreads = kSimpleWarps * arch::kWarpSize;
-#ifndef WEFT_SIMPLE_READY_DEPTH
-#define WEFT_SIMPLE_READY_DEPTH 2
-#endif
-constexpr int kSimpleReadyDepth = WEFT_SIMPLE_READY_DEPTH;
+constexpr int kSimpleReadyDepth = 2;  // slices released ahead of the data warps (4 measured no faster)
 constexpr int kSimpleMaxGroups = 2;
 constexpr int kSpinsPerAbortCheck = 1000;
 static_assert(kSimpleThreads <= arch::kMaxBlockThreads, "Simple block too large");
@@ -110,7 +107,7 @@ class SimpleLink {
   WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
 
   // Sync warp, whole warp: wait until the next slice may start, then release it.
-  WEFT_DEV_NOINLINE void syncSlice(bool recv, bool send) {
+  WEFT_DEV void syncSlice(bool recv, bool send) {
     if (arch::laneId() == 0) waitSlice(recv, send);
     arch::syncWarp();
     arch::barArrive(barrierBase_ + (int)(slice_ % kSimpleReadyDepth), nBarThreads_);
@@ -132,7 +129,7 @@ class SimpleLink {
   }
 
   // Sync warp: publish what is still pending and save the step counters. Call once, at the end.
-  WEFT_DEV_NOINLINE void finish() {
+  WEFT_DEV void finish() {
     if (!isSync_) return;
     if (arch::laneId() == 0) {
       while (posted_ < readied_) publishCompleted();
@@ -150,7 +147,7 @@ class SimpleLink {
   }
 
   // Sync warp lane 0.
-  WEFT_DEV_NOINLINE void waitSlice(bool recv, bool send) {
+  WEFT_DEV void waitSlice(bool recv, bool send) {
     if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
     int spins = 0;
     for (;;) {
@@ -189,7 +186,7 @@ class SimpleLink {
   // Sync warp lane 0: publish every released slice, oldest first, that all data warps finished.
   // Slot d's counter reaches (j+1)*nDataWarps exactly when the j-th slice using slot d is done,
   // because that slot's next slice is only released after this one is published.
-  WEFT_DEV_NOINLINE void publishCompleted() {
+  WEFT_DEV void publishCompleted() {
     uint64_t tail = 0, head = 0;
     while (posted_ < readied_) {
       int d = (int)(posted_ % kSimpleReadyDepth);
@@ -259,10 +256,16 @@ class SimplePrims : public SimpleLink {
  private:
   enum Kind { kSend, kRecv, kRecvReduceSend, kRecvReduceCopy, kRecvReduceCopySend, kRecvCopySend, kCopySend, kLocalCopy };
 
-  // Every primitive goes through this one non-inlined function per functor, which holds the
-  // copy loops of all variants. ptxas's whole-program time grows with the square of the number
-  // of device functions, so each functor must add as few as possible.
-  WEFT_DEV_NOINLINE void run(int kind, int64_t inOff, int64_t outOff, int64_t n) {
+  // Every primitive goes through run(): inlined for hot functors (kHotFn), otherwise through one
+  // non-inlined function per functor that holds the copy loops of all variants (ptxas's
+  // whole-program time grows with the square of the number of device functions).
+  WEFT_DEV void run(int kind, int64_t inOff, int64_t outOff, int64_t n) {
+    if constexpr (kHotFn<Fn>) runBody(kind, inOff, outOff, n);
+    else runCold(kind, inOff, outOff, n);
+  }
+  WEFT_DEV_NOINLINE void runCold(int kind, int64_t inOff, int64_t outOff, int64_t n) { runBody(kind, inOff, outOff, n); }
+
+  WEFT_DEV void runBody(int kind, int64_t inOff, int64_t outOff, int64_t n) {
     switch (kind) {
       case kSend: op<false, true, true, false, false>(inOff, outOff, n); break;
       case kRecv: op<true, false, false, true, false>(inOff, outOff, n); break;

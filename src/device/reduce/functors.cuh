@@ -102,4 +102,20 @@ struct FnSumPostDiv : FnBase<T> {
   }
 };
 
+// Hot functors: the data path inlines every call of these into the kernel. A non-inlined device
+// function call costs a few thousand cycles on H200 here (its arguments and saved registers go
+// through local memory, which misses the cache at the start of every launch: measured with clock64
+// stamps, session 3), which is most of a small collective's time. The others keep one
+// non-inlined body per functor, so that the kernels stay small and quick to build.
+template <typename Fn>
+constexpr bool kHotFn = false;
+template <>
+constexpr bool kHotFn<FnCopy> = true;
+template <>
+constexpr bool kHotFn<FnSum<float>> = true;
+template <>
+constexpr bool kHotFn<FnSum<__half>> = true;
+template <>
+constexpr bool kHotFn<FnSum<__nv_bfloat16>> = true;
+
 }  // namespace weft::dev

@@ -59,23 +59,14 @@ WEFT_DEV V combine(const Fn& fn, const V& a, const V& b) {
 // nPacks 16-byte packs; all pointers 16-byte aligned. Each round issues all its loads (the unroll
 // per source and thread) before the first store; the guards only bite in the last round. One
 // copy of the unrolled body keeps the code (and ptxas time) small.
-// Layout of a round: with WEFT_PACK_HUNKS each warp moves one contiguous hunk of U x warp-size
-// packs (lane + u x warp size within it); otherwise thread t moves packs t + u x nThreads, so a
-// round's U instructions of one warp are nThreads packs apart. nThreads is a multiple of the warp.
-#ifndef WEFT_PACK_HUNKS
-#define WEFT_PACK_HUNKS 0
-#endif
+// Thread t moves packs t + u x nThreads, so a round's U instructions of one warp are nThreads
+// packs apart (warp-contiguous hunks were measured no faster on H200).
 template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
 WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, const char* s1,
                        char* d0, char* d1, int64_t nPacks) {
   constexpr int U = NSrcs == 1 && !Pre && !Post ? kCopyUnroll : kReduceUnroll;
-#if WEFT_PACK_HUNKS
-  constexpr int64_t kStride = arch::kWarpSize;
-  const int64_t first = (int64_t)(tid / arch::kWarpSize) * U * arch::kWarpSize + tid % arch::kWarpSize;
-#else
   const int64_t kStride = nThreads;
   const int64_t first = tid;
-#endif
   for (int64_t base = first; base < nPacks; base += (int64_t)nThreads * U) {
     Pack16 a[U], b[U];
 WEFT_UNROLL
@@ -167,10 +158,10 @@ WEFT_UNROLL
 
 WEFT_DEV uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-// Byte copy to one or two destinations, any alignment. Not inlined: one copy serves every
-// collective and element type.
+// Byte copy to one or two destinations, any alignment. Inlined: it runs once per slice on the
+// data path of every copy collective, and a non-inlined call costs thousands of cycles (kHotFn).
 template <int NDsts>
-WEFT_DEV_NOINLINE void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
+WEFT_DEV void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
                                        int64_t nBytes) {
   // Widest word size W for which all pointers have the same offset modulo W.
   uintptr_t diff = (addr(s) ^ addr(d0)) | (NDsts == 2 ? (addr(s) ^ addr(d1)) : 0);
