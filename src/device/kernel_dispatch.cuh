@@ -5,6 +5,7 @@
 // once, on bytes. P is the protocol traits type (coll/run_work.cuh).
 #pragma once
 
+#include "device/coll/run_direct.cuh"
 #include "device/coll/run_tree.cuh"
 #include "device/kernel_body.cuh"
 
@@ -21,11 +22,31 @@ WEFT_DEV_NOINLINE void runReduceWork(const DevWork* w, EnvOf<P> env) {
       return;
     }
   }
+  if constexpr (P::kId == kProtoLL) {
+    if (w->algo == kAlgoDirect) {
+      runDirectAllReduce<Fn>(*w, env);  // Direct runs on LL only (isSupported)
+      return;
+    }
+  }
   runRingColl<Fn, P>(*w, env);
 }
 
 template <typename P>
-WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, EnvOf<P> env) { runRingColl<FnCopy, P>(*w, env); }
+WEFT_DEV_NOINLINE void runCopyWork(const DevWork* w, EnvOf<P> env) {
+  if constexpr (P::kId == kProtoLL) {
+    if (w->algo == kAlgoDirect) {
+      runDirectAllGather(*w, env);
+      return;
+    }
+  }
+  runRingColl<FnCopy, P>(*w, env);
+}
+
+// Direct (weft's one-hop algorithms): AllReduce and AllGather on LL.
+template <typename P>
+WEFT_DEV bool directAllowed(const DevWork* w) {
+  return P::kId == kProtoLL && w->algo == kAlgoDirect && (w->func == kFuncAllReduce || w->func == kFuncAllGather);
+}
 
 template <typename P>
 WEFT_DEV_NOINLINE void runSendRecvWork(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
@@ -86,7 +107,7 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
     case kFuncSendRecv: runSendRecvWork<P>(w, env); return;
     case kFuncBroadcast:
     case kFuncAllGather:
-      if (w->algo != kAlgoRing) arch::trap();
+      if (w->algo != kAlgoRing && !directAllowed<P>(w)) arch::trap();
       runCopyWork<P>(w, env);
       return;
     case kFuncReduce:
@@ -95,7 +116,8 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
       dispatchReduce<P>(w, env);
       return;
     case kFuncAllReduce:
-      if (w->algo != kAlgoRing && !(w->algo == kAlgoTree && P::kId == kProtoSimple)) arch::trap();
+      if (w->algo != kAlgoRing && !(w->algo == kAlgoTree && P::kId == kProtoSimple) && !directAllowed<P>(w))
+        arch::trap();
       dispatchReduce<P>(w, env);
       return;
     default: arch::trap();
