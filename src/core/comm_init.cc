@@ -37,6 +37,7 @@ const param::IntParam kP2pSendWarps{"NCCL_WEFT_P2P_SEND_WARPS", 0};
 const param::IntParam kAllowSharedGpu{"NCCL_WEFT_ALLOW_GPU_SHARING", 0};  // tests only
 const param::IntParam kFifoSlots{"NCCL_WORK_FIFO_DEPTH", 1 << 12};
 const param::IntParam kNthreads{"NCCL_NTHREADS", -2};
+const param::IntParam kDirectTwoShot{"NCCL_WEFT_DIRECT_TWO_SHOT", -1};  // Direct AllReduce: -1 model, 0/1 force
 constexpr int kHostWarpSize = 32;  // NVIDIA; the HIP port uses 64
 
 // Channel bounds from the config (minCTAs/maxCTAs) and NCCL_MIN/MAX_NCHANNELS.
@@ -87,6 +88,7 @@ void setupTuning(ncclComm* comm, int minChannels) {
   comm->tuning.maxChannels = comm->nChannels;
   comm->tuning.stepBytes[dev::kProtoSimple] = comm->stepBytes;
   comm->tuning.env = graph::algoProtoMasksFromEnv();
+  comm->tuning.directTwoShot = (int)std::clamp<int64_t>(kDirectTwoShot.get(), -1, 1);
   comm->tuningConstants = graph::tuningConstantsFromEnv();
   comm->minCollChannels = std::clamp(minChannels, 1, comm->nChannels);
   // What the kernels implement for a plain sum on floats (the planner narrows it per call).

@@ -22,11 +22,14 @@ constexpr int kSteps = 8;           // slots per connection buffer (NCCL_STEPS)
 constexpr int kMaxChannels = 64;    // hard limit of channels per communicator
 constexpr int kMaxWorksPerChannel = 32;  // work items one channel takes from one launch
 constexpr int kMaxTreeArity = 3;    // tree children per rank: chain successor + two other nodes' heads
+constexpr int kDirectMaxRanks = 8;  // Direct (kAlgoDirect) serves communicators of 2..8 ranks
 
-// Protocol and algorithm numbers are NCCL's (tuner plugins and NCCL_PROTO/NCCL_ALGO use them).
+// Protocol and algorithm numbers are NCCL's (tuner plugins and NCCL_PROTO/NCCL_ALGO use them),
+// except kAlgoDirect, a weft extension after NCCL's last value: small AllReduce/AllGather moved
+// straight between the ranks of one node in one hop (algo/direct.cuh).
 enum Proto : uint8_t { kProtoLL = 0, kProtoLL128 = 1, kProtoSimple = 2, kNumProtos = 3 };
 enum Algo : uint8_t { kAlgoTree = 0, kAlgoRing = 1, kAlgoCollnetDirect = 2, kAlgoCollnetChain = 3,
-                      kAlgoNvls = 4, kAlgoNvlsTree = 5, kAlgoPat = 6, kNumAlgos = 7 };
+                      kAlgoNvls = 4, kAlgoNvlsTree = 5, kAlgoPat = 6, kAlgoDirect = 7, kNumAlgos = 8 };
 
 // What a work item does. Gather/Scatter/AlltoAll reach the device as SendRecv items.
 enum Func : uint8_t { kFuncBroadcast = 0, kFuncReduce = 1, kFuncAllGather = 2, kFuncReduceScatter = 3,
@@ -136,6 +139,7 @@ struct DevWork {
 static_assert(sizeof(DevWork) == 96, "DevWork layout is shared by host and device");
 
 constexpr uint8_t kWorkFlagScalarOnDevice = 0x1;
+constexpr uint8_t kWorkFlagTwoShot = 0x2;  // kAlgoDirect AllReduce: reduce-scatter + all-gather, not one-shot
 
 // Arguments of one kernel launch: blockIdx.x serves channel blocks[blockIdx.x].channel and runs
 // items first .. first + count - 1, in order, taken from one of two places:

@@ -76,7 +76,11 @@ bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
   if (func >= kNumFuncs || op >= kNumRedOps || type >= kNumDataTypes || proto >= kNumProtos) return false;
   if (kernelFunction(proto) == nullptr) return false;
   if (func == kFuncSendRecv) return true;
-  if (algo != kAlgoRing && !(algo == kAlgoTree && func == kFuncAllReduce && proto == kProtoSimple)) return false;
+  // Direct (weft extension): AllReduce and AllGather on LL. Whether the communicator's
+  // connections allow it (every pair connected on a channel, one node) is the planner's check.
+  const bool direct = algo == kAlgoDirect && proto == kProtoLL && (func == kFuncAllReduce || func == kFuncAllGather);
+  if (algo != kAlgoRing && !(algo == kAlgoTree && func == kFuncAllReduce && proto == kProtoSimple) && !direct)
+    return false;
   if (func == kFuncBroadcast || func == kFuncAllGather) return true;
   if (op == kRedSumPostDiv) return type <= kUint64;
   return true;

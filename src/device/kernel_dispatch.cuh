@@ -1,10 +1,11 @@
 // Work dispatch shared by the kernel entries (one per protocol, each in its own .cu file so that
 // the device build compiles them in parallel): reductions are instantiated once per (operation,
-// element type) as separate non-inlined device functions, with signed integers folded onto
-// unsigned ones where the bits agree (sum, prod, PreMulSum); copy-only functions are instantiated
-// once, on bytes. P is the protocol traits type (coll/run_work.cuh).
+// element type), inlined for the hot functors and otherwise as separate non-inlined device
+// functions, with signed integers folded onto unsigned ones where the bits agree (sum, prod,
+// PreMulSum); copy-only functions are instantiated once, on bytes. P is the protocol traits type (coll/run_work.cuh).
 #pragma once
 
+#include "device/coll/run_direct.cuh"
 #include "device/coll/run_tree.cuh"
 #include "device/kernel_body.cuh"
 
@@ -21,6 +22,12 @@ WEFT_DEV void runReduceWorkBody(const DevWork* w, EnvOf<P> env) {
       return;
     }
   }
+  if constexpr (P::kId == kProtoLL) {
+    if (w->algo == kAlgoDirect) {
+      runDirectAllReduce<Fn>(*w, env);  // Direct runs on LL only (isSupported)
+      return;
+    }
+  }
   runRingColl<Fn, P>(*w, env);
 }
 
@@ -34,8 +41,22 @@ WEFT_DEV void runReduceWork(const DevWork* w, EnvOf<P> env) {
   else runReduceWorkCold<P, Fn>(w, env);
 }
 
+// Direct (weft's one-hop algorithms): AllReduce and AllGather on LL.
 template <typename P>
-WEFT_DEV void runCopyWork(const DevWork* w, EnvOf<P> env) { runRingColl<FnCopy, P>(*w, env); }
+WEFT_DEV bool directAllowed(const DevWork* w) {
+  return P::kId == kProtoLL && w->algo == kAlgoDirect && (w->func == kFuncAllReduce || w->func == kFuncAllGather);
+}
+
+template <typename P>
+WEFT_DEV void runCopyWork(const DevWork* w, EnvOf<P> env) {
+  if constexpr (P::kId == kProtoLL) {
+    if (w->algo == kAlgoDirect) {
+      runDirectAllGather(*w, env);
+      return;
+    }
+  }
+  runRingColl<FnCopy, P>(*w, env);
+}
 
 template <typename P>
 WEFT_DEV void runSendRecvWork(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
@@ -96,7 +117,7 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
     case kFuncSendRecv: runSendRecvWork<P>(w, env); return;
     case kFuncBroadcast:
     case kFuncAllGather:
-      if (w->algo != kAlgoRing) arch::trap();
+      if (w->algo != kAlgoRing && !directAllowed<P>(w)) arch::trap();
       runCopyWork<P>(w, env);
       return;
     case kFuncReduce:
@@ -105,7 +126,8 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
       dispatchReduce<P>(w, env);
       return;
     case kFuncAllReduce:
-      if (w->algo != kAlgoRing && !(w->algo == kAlgoTree && P::kId == kProtoSimple)) arch::trap();
+      if (w->algo != kAlgoRing && !(w->algo == kAlgoTree && P::kId == kProtoSimple) && !directAllowed<P>(w))
+        arch::trap();
       dispatchReduce<P>(w, env);
       return;
     default: arch::trap();

@@ -35,6 +35,7 @@ PlanShape shapeOf(const ncclComm* comm) {
     s.sendChannels[p] = comm->connPlan.sendChannels(p);
     s.recvChannels[p] = comm->connPlan.recvChannels(p);
   }
+  s.directChannels = comm->connPlan.meshChannels;
   return s;
 }
 

@@ -70,14 +70,16 @@ void planCollective(const Task& t, const CollChoice& choice, const PlanShape& sh
   int elemBytes = dev::dataTypeBytes(t.dataType);
   int parts = choice.nChannels;
   uint64_t align = kChannelAlignBytes / (uint64_t)elemBytes;
+  const bool direct = choice.algo == dev::kAlgoDirect;
   for (int c = 0; c < parts; ++c) {
     dev::DevWork w = baseWork(t, shape);
     w.algo = (uint8_t)choice.algo;
     w.proto = (uint8_t)choice.proto;
+    if (direct && choice.twoShot) w.flags |= dev::kWorkFlagTwoShot;
     splitRange(t.count, parts, align, c, &w.chanOffset, &w.chanCount);
     if (w.chanCount == 0) continue;
     w.chunkElems = collChunkElems(w, shape, elemBytes);
-    (*perChannel)[c].push_back(w);
+    (*perChannel)[direct ? shape.directChannels[c] : c].push_back(w);
   }
 }
 
@@ -249,12 +251,20 @@ Status chooseCollective(const Task& t, const PlanShape& shape, CollChoice* choic
     }
   }
   in.supported[func] &= pairs;
+  // Direct needs a channel connecting every pair of ranks (see PlanShape::directChannels).
+  in.meshChannels = shape.nRanks <= dev::kDirectMaxRanks ? (int)shape.directChannels.size() : 0;
   graph::TuningChoice tc;
   WEFT_TRY(graph::selectAlgoProto(in, k, func, modelBytes(t, shape.nRanks), &tc));
   c.algo = tc.algo;
   c.proto = tc.proto;
-  c.nChannels = std::clamp(tc.nChannels, lo, shape.nChannels);
   c.timeUs = tc.timeUs;
+  if (tc.algo == dev::kAlgoDirect) {
+    const int mesh = (int)shape.directChannels.size();
+    c.nChannels = std::clamp(tc.nChannels, std::min(lo, mesh), mesh);
+    c.twoShot = tc.twoShot;
+  } else {
+    c.nChannels = std::clamp(tc.nChannels, lo, shape.nChannels);
+  }
   *choice = c;
   return ncclSuccess;
 }
@@ -295,9 +305,9 @@ Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::ve
     if (t.count == 0) continue;
     CollChoice c;
     WEFT_TRY(chooseCollective(t, shape, &c));
-    WEFT_INFO(log::kTuning, "%s: %zu Bytes -> Algo %d proto %d channel{Lo..Hi}={0..%d} (%s/%s, model %.1f us)",
+    WEFT_INFO(log::kTuning, "%s: %zu Bytes -> Algo %d proto %d channel{Lo..Hi}={0..%d} (%s/%s%s, model %.1f us)",
               taskKindName(t.kind), modelBytes(t, shape.nRanks), c.algo, c.proto, c.nChannels - 1,
-              graph::algoName(c.algo), graph::protoName(c.proto), c.timeUs);
+              graph::algoName(c.algo), graph::protoName(c.proto), c.twoShot ? " two-shot" : "", c.timeUs);
     planCollective(t, c, shape, &segmentFor(c.proto));
   }
   if (!p2p.empty()) {

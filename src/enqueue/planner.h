@@ -36,6 +36,10 @@ struct PlanShape {
   // for the other direction (the connection plan guarantees it).
   std::vector<std::vector<int>> sendChannels;
   std::vector<std::vector<int>> recvChannels;
+  // Channels on which EVERY rank has connections to and from every other rank (the same list on
+  // all ranks; transport::ConnectionPlan::meshChannels), in increasing order: where the Direct
+  // algorithm may run. Empty: no Direct.
+  std::vector<int> directChannels;
   // Blocks beyond the channels that only run local copies (send/receive to self): channel ids
   // nChannels .. nChannels + copyLanes - 1, which have no connections. The copies then run beside
   // the transfers to peers instead of before them (AlltoAll's own block). 0: copies use the channels.
@@ -57,11 +61,13 @@ struct CollChoice {
   int proto = dev::kProtoSimple;
   int nChannels = 1;
   double timeUs = 0;  // the model's estimate for the pair (at the model's channel count)
+  bool twoShot = false;  // Direct AllReduce: two-shot (DevWork flag kWorkFlagTwoShot)
 };
 
 // Picks (algorithm, protocol, channels) for a collective task with the tuning model: the fastest
 // pair that the kernels implement for its reduction and type and that NCCL_ALGO/NCCL_PROTO
-// allow; channels as the model says, within [minCollChannels, nChannels]. Fails with
+// allow; channels as the model says, within [minCollChannels, nChannels] (Direct: within
+// directChannels, which then name the channels the parts run on). Fails with
 // ncclInvalidUsage (WARN naming the function and the settings) when nothing is left.
 [[nodiscard]] Status chooseCollective(const Task& task, const PlanShape& shape, CollChoice* choice);
 

@@ -10,8 +10,10 @@
 namespace weft::graph {
 namespace {
 
-constexpr const char* kAlgoNames[dev::kNumAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain",
-                                                     "NVLS", "NVLSTree", "PAT"};
+// "Direct" is weft's own (dev::kAlgoDirect); NCCL rejects it.
+constexpr const char* kAlgoNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT",
+                                      "Direct"};
+static_assert(sizeof(kAlgoNames) / sizeof(kAlgoNames[0]) == dev::kNumAlgos, "a name per algorithm");
 constexpr const char* kProtoNames[dev::kNumProtos] = {"LL", "LL128", "Simple"};
 constexpr const char* kFuncNames[dev::kNumFuncs] = {"Broadcast", "Reduce",    "AllGather",
                                                      "ReduceScatter", "AllReduce", "SendRecv"};

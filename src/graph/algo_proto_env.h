@@ -6,7 +6,8 @@
 //   entry   := [function ':'] list          only the first entry may omit the function
 //   list    := ['^'] name (',' name)*       '^' inverts: everything except the names
 //   function: Broadcast | Reduce | AllGather | ReduceScatter | AllReduce
-//   algo    : Tree | Ring | CollnetDirect | CollnetChain | NVLS | NVLSTree | PAT
+//   algo    : Tree | Ring | CollnetDirect | CollnetChain | NVLS | NVLSTree | PAT | Direct
+//             (Direct is a weft extension: dev::kAlgoDirect, one-hop AllReduce/AllGather in a node)
 //   proto   : LL | LL128 | Simple
 // An entry without a function sets every function; a later "function:list" entry replaces that
 // function's set. Functions that no entry names keep everything enabled, so

@@ -69,6 +69,48 @@ double pipelineUs(double s, double alpha, double b, double stepBytes) {
   return s * alpha / stepBytes + stepBytes / b;
 }
 
+TuningChoice fastestAllowed(const TuningTable& table) {
+  TuningChoice best;
+  for (int a = 0; a < dev::kNumAlgos; ++a) {
+    for (int p = 0; p < dev::kNumProtos; ++p) {
+      if (table.allowed[a][p] && table.estimates[a][p].timeUs < best.timeUs) best = table.estimates[a][p];
+    }
+  }
+  return best;
+}
+
+// Direct (pairModeled checked): see tuning.h. A channel per threshold x maxThreads bytes of the
+// call (Ring's rule), within the mesh channels.
+TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int func, size_t bytes) {
+  constexpr int a = dev::kAlgoDirect, p = dev::kProtoLL;
+  const int n = in.nRanks;
+  const int maxChannels = std::max(1, std::min(in.maxChannels, in.meshChannels));
+  const double perChannel = double(std::max(1, k.threadThreshold[a][p])) * k.maxThreads[p];
+  const double b = in.intraBwPerChannel * 1e3 * k.protoEff[p] * k.bwEff[a][p];  // bytes/us
+  TuningChoice best;
+  if (!(b > 0)) return best;
+  // hops and bytes sent per rank relative to `bytes`, per variant
+  auto consider = [&](int hops, double factor, bool twoShot) {
+    const double sent = double(bytes) * factor;
+    const double channels = std::clamp(double(bytes) / perChannel, 1.0, double(maxChannels));
+    TuningChoice c;
+    c.algo = a;
+    c.proto = p;
+    c.nChannels = (int)std::clamp<double>(std::ceil(double(bytes) / perChannel), 1.0, maxChannels);
+    c.nThreads = k.maxThreads[p];
+    c.twoShot = twoShot;
+    c.timeUs = k.baseUs[a][p] + hops * k.hwUs[in.intraLink][a][p] + sent / channels / b;
+    if (c.timeUs < best.timeUs) best = c;
+  };
+  if (func == dev::kFuncAllGather) {
+    consider(1, double(n - 1) / n, false);
+  } else {
+    if (in.directTwoShot != 1) consider(1, double(n - 1), false);
+    if (in.directTwoShot != 0) consider(2, 2.0 * (n - 1) / n, true);
+  }
+  return best;
+}
+
 }  // namespace
 
 bool ll128Usable(const TuningInput& in) {
@@ -89,6 +131,9 @@ bool pairModeled(const TuningInput& in, int func, int algo, int proto) {
     case dev::kAlgoPat:
       return (func == dev::kFuncAllGather || func == dev::kFuncReduceScatter) &&
              proto == dev::kProtoSimple && in.nNodes == in.nRanks;
+    case dev::kAlgoDirect:
+      return (func == dev::kFuncAllReduce || func == dev::kFuncAllGather) && proto == dev::kProtoLL &&
+             in.nNodes == 1 && in.nRanks <= dev::kDirectMaxRanks && in.meshChannels >= 1;
     default:
       return false;  // CollNet needs a CollNet plugin, NVLS NVLink multicast: not in weft
   }
@@ -98,6 +143,7 @@ TuningChoice estimateCollective(const TuningInput& in, const TuningConstants& k,
                                 int proto, size_t bytes) {
   TuningChoice c;
   if (!pairModeled(in, func, algo, proto)) return c;
+  if (algo == dev::kAlgoDirect) return estimateDirect(in, k, func, bytes);
   int n = in.nRanks;
 
   int64_t threshold = int64_t(k.threadThreshold[algo][proto]) *
@@ -154,11 +200,16 @@ Status selectAlgoProto(const TuningInput& in, const TuningConstants& k, int func
   }
   TuningTable table;
   estimateTable(in, k, func, bytes, &table);
-  TuningChoice best;
-  for (int a = 0; a < dev::kNumAlgos; ++a) {
-    for (int p = 0; p < dev::kNumProtos; ++p) {
-      if (table.allowed[a][p] && table.estimates[a][p].timeUs < best.timeUs) best = table.estimates[a][p];
-    }
+  TuningChoice best = fastestAllowed(table);
+  const uint8_t directBit = uint8_t(1u << dev::kAlgoDirect);
+  if (!best.valid() && (in.env.algo[func] & directBit)) {
+    // NCCL_ALGO allows weft's Direct, which cannot run this call: the other algorithms it names,
+    // or all of them (see tuning.h).
+    TuningInput rest = in;
+    const uint8_t others = uint8_t(in.env.algo[func] & ~directBit);
+    rest.env.algo[func] = others ? others : uint8_t(kAllAlgosMask & ~directBit);
+    estimateTable(rest, k, func, bytes, &table);
+    best = fastestAllowed(table);
   }
   if (!best.valid()) {
     WEFT_WARN("No algorithm/protocol can run %s of %zu bytes on %d ranks: NCCL_ALGO/NCCL_PROTO allow "

@@ -19,6 +19,12 @@
 //   pipe   cost of pipelining s through steps that each cost alpha = step[a][p] x funcStep[f]:
 //          2 sqrt(s alpha / b) with the best chunk size, or s alpha / stepBytes + stepBytes / b
 //          once that chunk would exceed one buffer step
+// Direct (weft extension, LL only, AllReduce/AllGather on one node of 2..kDirectMaxRanks ranks
+// with a channel connecting every pair, TuningInput::meshChannels): one hop for one-shot
+// AllReduce and AllGather, two for two-shot AllReduce; s = bytes x (n-1) / c one-shot,
+// bytes x 2(n-1)/n / c two-shot, bytes x (n-1)/n / c AllGather, c as for Ring but at most
+// meshChannels; no pipeline or per-function terms. AllReduce takes the faster of one-shot and
+// two-shot (TuningChoice::twoShot).
 // `bytes` is NCCL's nBytes: count x type size for Broadcast/Reduce/AllReduce, and count x type
 // size x nRanks (the whole gathered array) for AllGather/ReduceScatter.
 #pragma once
@@ -55,6 +61,12 @@ struct TuningInput {
   uint32_t supported[kNumCollFuncs] = {kAllPairs, kAllPairs, kAllPairs, kAllPairs, kAllPairs};
   AlgoProtoMasks env;               // NCCL_ALGO / NCCL_PROTO
   int64_t stepBytes[dev::kNumProtos] = {kDefaultStepBytes[0], kDefaultStepBytes[1], kDefaultStepBytes[2]};
+  // Channels on which every rank has connections to and from every other rank (Direct runs on
+  // them only); 0: Direct cannot run. The planner fills it from PlanShape::directChannels.
+  int meshChannels = 0;
+  // Direct AllReduce: -1 one-shot or two-shot as the model says, 0 always one-shot, 1 always
+  // two-shot (NCCL_WEFT_DIRECT_TWO_SHOT, for tests and measurements).
+  int directTwoShot = -1;
 };
 
 struct TuningChoice {
@@ -63,6 +75,7 @@ struct TuningChoice {
   int nChannels = 0;
   int nThreads = 0;
   double timeUs = std::numeric_limits<double>::infinity();
+  bool twoShot = false;  // Direct AllReduce: two-shot (reduce-scatter + all-gather) is faster than one-shot
   bool valid() const { return algo >= 0 && timeUs < std::numeric_limits<double>::infinity(); }
 };
 
@@ -79,7 +92,8 @@ bool ll128Usable(const TuningInput& in);
 
 // True when the model has a formula for the pair for this function and topology (Ring: all
 // functions; Tree: AllReduce with 2+ ranks; PAT: AllGather/ReduceScatter with Simple and one rank
-// per node on 2+ nodes; LL128 only where ll128Usable). CollNet and NVLS are never modeled.
+// per node on 2+ nodes; Direct: AllReduce/AllGather with LL on one node of 2..kDirectMaxRanks
+// ranks with meshChannels > 0; LL128 only where ll128Usable). CollNet and NVLS are never modeled.
 bool pairModeled(const TuningInput& in, int func, int algo, int proto);
 
 // The estimate for one pair (ignores `supported` and `env`); invalid when !pairModeled.
@@ -92,7 +106,11 @@ void estimateTable(const TuningInput& in, const TuningConstants& k, int func, si
 
 // The fastest allowed pair. Fails with ncclInvalidUsage (and a WARN naming the function, the size
 // and the settings) when the build, the topology and NCCL_ALGO/NCCL_PROTO leave nothing, as NCCL
-// does: there is no silent fallback to Ring. One rank: Ring/Simple, one channel, 0 us (a copy).
+// does: there is no silent fallback to Ring. One exception, for weft's own Direct: when
+// NCCL_ALGO allows Direct for the function but Direct cannot run this call (other function, too
+// many ranks, no mesh channel, not LL) and nothing else it allows can, the call runs with the
+// other algorithms NCCL_ALGO names, or with every algorithm but Direct if it names none (so
+// NCCL_ALGO=direct forces Direct wherever it applies). One rank: Ring/Simple, one channel, 0 us.
 [[nodiscard]] Status selectAlgoProto(const TuningInput& in, const TuningConstants& k, int func,
                                      size_t bytes, TuningChoice* choice);
 

@@ -17,15 +17,17 @@
 namespace weft::graph {
 namespace {
 
-constexpr const char* kAlgoKeys[dev::kNumAlgos] = {"tree", "ring", "collnetdirect", "collnetchain",
-                                                    "nvls", "nvlstree", "pat"};
+constexpr const char* kAlgoKeys[] = {"tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat",
+                                     "direct"};
+static_assert(sizeof(kAlgoKeys) / sizeof(kAlgoKeys[0]) == dev::kNumAlgos, "a key per algorithm");
 constexpr const char* kProtoKeys[dev::kNumProtos] = {"ll", "ll128", "simple"};
 constexpr const char* kFuncKeys[kNumCollFuncs] = {"broadcast", "reduce", "allgather", "reducescatter",
                                                   "allreduce"};
 constexpr const char* kLinkKeys[kNumLinkTypes] = {"nvlink", "pcie", "net"};
 
 constexpr int T = dev::kAlgoTree, R = dev::kAlgoRing, CD = dev::kAlgoCollnetDirect,
-              CC = dev::kAlgoCollnetChain, NV = dev::kAlgoNvls, NT = dev::kAlgoNvlsTree, PAT = dev::kAlgoPat;
+              CC = dev::kAlgoCollnetChain, NV = dev::kAlgoNvls, NT = dev::kAlgoNvlsTree, PAT = dev::kAlgoPat,
+              D = dev::kAlgoDirect;
 constexpr int LL = dev::kProtoLL, LL128 = dev::kProtoLL128, SIMPLE = dev::kProtoSimple;
 
 void setRow(double row[dev::kNumProtos], double ll, double ll128, double simple) {
@@ -66,6 +68,10 @@ TuningConstants makeDefaults() {
   setRow(k.baseUs[T], 4.484, 7.777, 6.499);
   setRow(k.baseUs[R], 4.284, 7.777, 11.594);
   setRow(k.baseUs[PAT], 8.0, 8.0, 8.0);  // NCCL's
+  // Direct (weft's, LL only): not fitted yet. It runs in the LL kernel with the same per-line
+  // costs as Ring/LL, so Ring/LL's base and bandwidth efficiency; one NVLink hop costs what a
+  // Ring/LL hop does. The lead refits these from weft-perf with NCCL_ALGO=direct.
+  setRow(k.baseUs[D], 4.284, 0, 0);
 
   // NCCL 2.30.7's per-hop latencies (src/graph/tuning.cc hwLatencies).
   setRow(k.hwUs[kLinkNvlink][T], 0.6, 1.25, 4.0);
@@ -75,11 +81,13 @@ TuningConstants makeDefaults() {
   setRow(k.hwUs[kLinkNvlink][NV], 0, 0, 25);
   setRow(k.hwUs[kLinkNvlink][NT], 0, 0, 25);
   setRow(k.hwUs[kLinkNvlink][PAT], 0, 0, 4.0);
+  setRow(k.hwUs[kLinkNvlink][D], 0.6, 0, 0);
   setRow(k.hwUs[kLinkPcie][T], 1.0, 1.9, 4.0);
   setRow(k.hwUs[kLinkPcie][R], 1.0, 2.5, 5.7);
   setRow(k.hwUs[kLinkPcie][CD], 0, 0, 3.7);
   setRow(k.hwUs[kLinkPcie][CC], 0, 0, 2.8);
   setRow(k.hwUs[kLinkPcie][PAT], 0, 0, 4.0);
+  setRow(k.hwUs[kLinkPcie][D], 1.0, 0, 0);
   setRow(k.hwUs[kLinkNet][T], 5.0, 8.5, 14);
   setRow(k.hwUs[kLinkNet][R], 2.7, 4.0, 14.0);
   setRow(k.hwUs[kLinkNet][CD], 0, 0, 31);
@@ -95,6 +103,7 @@ TuningConstants makeDefaults() {
   setRow(k.bwEff[T], 0.1749, 0.8365, 1.0083);
   setRow(k.bwEff[R], 0.6836, 0.9005, 0.9569);
   setRow(k.bwEff[PAT], 1.0, 1.0, 0.75);  // NCCL's PAT factor
+  setRow(k.bwEff[D], 0.6836, 1.0, 1.0);
 
   setRow(k.stepUs[T], 0.0, 1.1442, 4.2337);
   setRow(k.stepUs[R], 0.0, 1.1442, 0.8762);
@@ -112,6 +121,8 @@ TuningConstants makeDefaults() {
     bool wide = a == CD || a == CC || a == NV || a == NT;
     for (int p = 0; p < dev::kNumProtos; ++p) k.threadThreshold[a][p] = wide ? 512 : (p == SIMPLE ? 64 : 8);
   }
+  // Direct: a channel per 8 KiB (16 bytes x 512 threads), Ring/LL's share per channel on 2 ranks.
+  k.threadThreshold[D][LL] = 16;
   k.maxThreads[LL] = 512;
   k.maxThreads[LL128] = 640;
   k.maxThreads[SIMPLE] = 512;

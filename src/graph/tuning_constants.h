@@ -5,7 +5,7 @@
 // without rebuilding:
 //   NCCL_WEFT_TUNING_FILE=/path/file   "key = value" lines, '#' comments
 //   NCCL_WEFT_TUNING="base.ring.ll=4.1;bweff.ring.simple=0.97"   applied after the file
-// Keys (names case-insensitive; algo: tree ring collnetdirect collnetchain nvls nvlstree pat;
+// Keys (names case-insensitive; algo: tree ring collnetdirect collnetchain nvls nvlstree pat direct;
 // proto: ll ll128 simple; link: nvlink pcie net; func: broadcast reduce allgather reducescatter
 // allreduce):
 //   base.<algo>.<proto>        us, fixed cost of one operation

@@ -24,6 +24,10 @@ struct ConnectionPlan {
   // sendOn[c][p] / recvOn[c][p]: this rank has a connection to / from peer p on channel c.
   std::vector<std::vector<bool>> sendOn;
   std::vector<std::vector<bool>> recvOn;
+  // Channels on which every rank of the communicator (not only this one) has connections to
+  // and from every other rank, in increasing order: where the Direct algorithm may run. All
+  // ranks compute the same list. Left empty above dev::kDirectMaxRanks ranks.
+  std::vector<int> meshChannels;
 
   // The channels carrying traffic to / from a peer, in increasing order (for the planner).
   std::vector<int> sendChannels(int peer) const;

@@ -56,7 +56,8 @@ TEST(AlgoProtoEnv, NamesUseNcclNumbering) {
   EXPECT_STREQ(protoName(dev::kProtoLL128), "LL128");
   EXPECT_STREQ(protoName(dev::kProtoSimple), "Simple");
   EXPECT_STREQ(collFuncName(dev::kFuncAllReduce), "AllReduce");
-  EXPECT_STREQ(algoName(7), "?");
+  EXPECT_STREQ(algoName(dev::kAlgoDirect), "Direct");  // weft's extension after NCCL's numbers
+  EXPECT_STREQ(algoName(dev::kNumAlgos), "?");
 }
 
 TEST(AlgoProtoEnv, PlainListAppliesToEveryFunction) {

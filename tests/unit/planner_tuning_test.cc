@@ -311,6 +311,7 @@ std::unique_ptr<ncclComm> plannerOnlyComm(int rank, int nRanks) {
 double realModelTime(const ncclComm& comm, const Task& t) {
   PlanShape s = nvlinkShape(comm.rank, comm.nRanks, comm.nChannels, &dev::isSupported);
   s.tuning = comm.tuning;
+  s.tuning.meshChannels = (int)comm.connPlan.meshChannels.size();  // as the planner sets it (Direct)
   return modelPick(s, t, &dev::isSupported).timeUs;
 }
 

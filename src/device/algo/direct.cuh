@@ -1,0 +1,318 @@
+// Direct algorithms (weft extension, Algo kAlgoDirect): small AllReduce and AllGather moved
+// straight between the ranks of one node in a single kernel, over the per-peer LL connections
+// of one channel, without ring steps in between.
+//   one-shot AllReduce: every rank writes its (pre-op'ed) input to every peer and reduces the n
+//     inputs itself: one dependent hop. Each rank reduces in rank order 0..n-1, so all ranks get
+//     the same bits for floating types.
+//   two-shot AllReduce: piece q of the input goes to rank q, which reduces the n copies of its
+//     piece in rank order and writes the result to every peer: two hops, but each rank sends
+//     2(n-1)/n of the data instead of n-1 times it.
+//   AllGather: every rank writes its block to every peer and stores the blocks it receives.
+//
+// Lines are LL's (work_math.h "LL and LL128": payload byte b of a step in line b / 8, flag
+// llFlag(step) in both halves of every line, head for flow control), so LL and Ring/SendRecv work
+// can follow on the same connections. Per loop iteration every connection to and from every peer
+// advances by the same number of steps (1; 2 for two-shot: reduce-scatter step, then all-gather
+// step), whether or not that peer's part is empty, which both ends know. Thread t handles 16-byte
+// payload packs t, t + nThreads, ...; the thread that reads a position of the user input (to send
+// it) is the one that later writes that position of the output, so in-place calls are safe.
+#pragma once
+
+#include "device/proto/flag_link.cuh"
+
+namespace weft::dev {
+
+// The LL connections to and from every peer on one channel, for one work item. Every thread of
+// the block constructs one and runs the same calls in the same order.
+class DirectLinks {
+ public:
+  WEFT_DEV DirectLinks(DevComm* comm, int channel, FlagShared* sh, int nThreads)
+      : sh_(sh), abortFlag_(comm->abortFlag), peers_(comm->channels[channel].peers) {
+    rank_ = comm->rank;
+    n_ = comm->nRanks;
+    tid_ = arch::threadId();
+    nThreads_ = nThreads;
+    if (n_ > kDirectMaxRanks) arch::trap();  // the host plans Direct only up to kDirectMaxRanks
+    uint64_t sb = ~0ull;
+    for (int q = 0; q < n_; q++) {
+      if (q == rank_) continue;
+      const ConnInfo& s = peers_[q].send;
+      const ConnInfo& r = peers_[q].recv;
+      if (s.buffs[kProtoLL] == nullptr || r.buffs[kProtoLL] == nullptr) arch::trap();  // no connection
+      sendStep_[q] = arch::ldN<8>(&s.step);
+      recvStep_[q] = arch::ldN<8>(&r.step);
+      headSeen_[q] = 0;
+      sb = minU64(sb, minU64((uint64_t)s.stepBytes[kProtoLL], (uint64_t)r.stepBytes[kProtoLL]));
+    }
+    stepBytes_ = sb == ~0ull ? kLLMinStepBytes : sb;
+  }
+
+  WEFT_DEV int rank() const { return rank_; }
+  WEFT_DEV int nRanks() const { return n_; }
+  WEFT_DEV int tid() const { return tid_; }
+  WEFT_DEV int nThreads() const { return nThreads_; }
+  WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
+
+  // Whole warp: the slots of the next `steps` steps to every peer may be written.
+  WEFT_DEV void waitSend(int steps) {
+    if (arch::laneId() == 0 && !aborted()) {
+      for (int q = 0; q < n_; q++) {
+        if (q == rank_) continue;
+        const uint64_t last = sendStep_[q] + (uint64_t)(steps - 1);
+        int spins = 0;
+        while (headSeen_[q] + kSteps <= last) {
+          headSeen_[q] = arch::ldAcquireSys(peers_[q].send.head);
+          if (headSeen_[q] + kSteps > last || spinAborted(&spins)) break;
+        }
+      }
+    }
+    arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
+  }
+
+  // Payload pack p (16 bytes: lines 2p and 2p + 1, the second only when `two`) of step
+  // current + k to / from peer q.
+  WEFT_DEV void write(int q, int k, int64_t p, const Pack16& v, bool two) {
+    if (aborted_) return;
+    const uint64_t step = sendStep_[q] + (uint64_t)k;
+    char* line = peers_[q].send.buffs[kProtoLL] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
+    const uint32_t flag = llFlag(step);
+    Pack16 a;
+    a.w[0] = v.w[0];
+    a.w[1] = flag;
+    a.w[2] = v.w[1];
+    a.w[3] = flag;
+    arch::stLine16(line, a);
+    if (two) {
+      a.w[0] = v.w[2];
+      a.w[2] = v.w[3];
+      arch::stLine16(line + kLLLineBytes, a);
+    }
+  }
+
+  // Spins until the pack has arrived (or the communicator aborts: zeros then).
+  WEFT_DEV Pack16 read(int q, int k, int64_t p, bool two) {
+    Pack16 v{};
+    if (aborted()) return v;
+    const uint64_t step = recvStep_[q] + (uint64_t)k;
+    const char* line = peers_[q].recv.buffs[kProtoLL] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
+    const uint32_t flag = llFlag(step);
+    Pack16 a = arch::ldLine16(line), b{};
+    if (two) b = arch::ldLine16(line + kLLLineBytes);
+    int spins = 0;
+    for (;;) {
+      const bool aOk = a.w[1] == flag && a.w[3] == flag;
+      const bool bOk = !two || (b.w[1] == flag && b.w[3] == flag);
+      if (aOk && bOk) break;
+      if (spinAborted(&spins)) return v;
+      if (!aOk) a = arch::ldLine16(line);
+      if (!bOk) b = arch::ldLine16(line + kLLLineBytes);
+    }
+    v.w[0] = a.w[0];
+    v.w[1] = a.w[2];
+    v.w[2] = b.w[0];
+    v.w[3] = b.w[2];
+    return v;
+  }
+
+  // Whole block, once every thread has consumed its packs of the last `steps` steps: frees those
+  // slots for the peers (head) and moves every connection on by `steps`. In the last kSteps steps
+  // of every 2^31 a consumed slot is first rewritten with a flag it never carries, as LL does.
+  WEFT_DEV void endIteration(int steps) {
+    arch::barSync(kBarrier, nThreads_);
+    bool wiped = false;
+    for (int q = 0; q < n_; q++) {
+      if (q == rank_) continue;
+      for (int k = 0; k < steps; k++) {
+        if (!llWipeAfter(recvStep_[q] + (uint64_t)k)) continue;
+        wipeSlot(q, recvStep_[q] + (uint64_t)k);
+        wiped = true;
+      }
+    }
+    if (wiped) arch::barSync(kBarrier, nThreads_);
+    for (int q = 0; q < n_; q++) {
+      if (q == rank_) continue;
+      recvStep_[q] += (uint64_t)steps;
+      sendStep_[q] += (uint64_t)steps;
+      if (tid_ == 0 && !aborted()) arch::stRelaxedSys(peers_[q].recv.head, recvStep_[q]);
+    }
+  }
+
+  // Saves the step counters for the next item or launch (every thread calls it).
+  WEFT_DEV void finish() {
+    if (tid_ != 0) return;
+    for (int q = 0; q < n_; q++) {
+      if (q == rank_) continue;
+      arch::stN<8>(&peers_[q].send.step, sendStep_[q]);
+      arch::stN<8>(&peers_[q].recv.step, recvStep_[q]);
+    }
+  }
+
+ private:
+  static constexpr int kBarrier = 1;  // named barrier of the whole block (LL's full group)
+
+  WEFT_DEV bool aborted() {
+    if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
+    return aborted_;
+  }
+
+  WEFT_DEV bool spinAborted(int* spins) {
+    if (++*spins < kFlagSpinsPerAbortCheck) return false;
+    *spins = 0;
+    if (aborted_ || arch::ldVolatileShared(&sh_->aborted) || (abortFlag_ && arch::ldRelaxedSys(abortFlag_) != 0)) {
+      aborted_ = true;
+      arch::stVolatileShared(&sh_->aborted, 1);
+    }
+    return aborted_;
+  }
+
+  WEFT_DEV void wipeSlot(int q, uint64_t step) {
+    char* slot = peers_[q].recv.buffs[kProtoLL] + (step % kSteps) * stepBytes_;
+    Pack16 v;
+    v.w[0] = v.w[2] = 0;
+    v.w[1] = v.w[3] = llWipeFlag(step);
+    for (uint64_t l = (uint64_t)tid_; l < stepBytes_ / kLLLineBytes; l += (uint64_t)nThreads_)
+      arch::stLine16(slot + l * kLLLineBytes, v);
+  }
+
+  FlagShared* sh_;
+  const volatile uint32_t* abortFlag_;
+  DevPeer* peers_;
+  int rank_ = 0, n_ = 1, tid_ = 0, nThreads_ = 1;
+  uint64_t stepBytes_ = kLLMinStepBytes;
+  uint64_t sendStep_[kDirectMaxRanks] = {};
+  uint64_t recvStep_[kDirectMaxRanks] = {};
+  uint64_t headSeen_[kDirectMaxRanks] = {};  // lane 0 of each warp
+  bool aborted_ = false;
+};
+
+namespace direct {
+
+// Bytes of pack p of an nBytes range that are valid (1..16), and whether its second line is used.
+WEFT_DEV int packValid(int64_t nBytes, int64_t p) { return nBytes - p * 16 < 16 ? (int)(nBytes - p * 16) : 16; }
+WEFT_DEV bool packTwo(int valid) { return valid > (int)kLLLineDataBytes; }
+
+// The j-th peer (j < n - 1) of `rank`, skipping itself.
+WEFT_DEV int peerAt(int j, int rank) { return j < rank ? j : j + 1; }
+
+// acc (the reduction of ranks 0..q-1, already pre-op'ed) combined with rank q's pre-op'ed value.
+template <typename Fn>
+WEFT_DEV Pack16 fold(const Fn& fn, int q, const Pack16& acc, const Pack16& x) {
+  return q == 0 ? x : fn.reduce(acc, x);
+}
+
+}  // namespace direct
+
+// One-shot AllReduce of elements [offset, offset + count) of in/out. chunk: elements per step.
+template <typename Fn>
+WEFT_DEV void directAllReduceOneShot(DirectLinks& L, const Fn& fn, const typename Fn::Elem* in,
+                                     typename Fn::Elem* out, uint64_t offset, uint64_t count, uint64_t chunk) {
+  using T = typename Fn::Elem;
+  const int n = L.nRanks(), me = L.rank();
+  for (uint64_t off = 0; off < count; off += chunk) {
+    const int64_t nBytes = (int64_t)(minU64(chunk, count - off) * sizeof(T));
+    const char* src = reinterpret_cast<const char*>(in + offset + off);
+    char* dst = reinterpret_cast<char*>(out + offset + off);
+    L.waitSend(1);
+    for (int64_t p = L.tid(); p * 16 < nBytes; p += L.nThreads()) {
+      const int valid = direct::packValid(nBytes, p);
+      const bool two = direct::packTwo(valid);
+      Pack16 own = detail::loadUser(src + p * 16, valid);
+      if constexpr (Fn::kPreOp) own = fn.preOp(own);
+      for (int q = 0; q < n; q++)
+        if (q != me) L.write(q, 0, p, own, two);
+      Pack16 acc{};
+      for (int q = 0; q < n; q++) acc = direct::fold(fn, q, acc, q == me ? own : L.read(q, 0, p, two));
+      if constexpr (Fn::kPostOp) acc = fn.postOp(acc);
+      detail::storeUser(dst + p * 16, acc, valid);
+    }
+    L.endIteration(1);
+  }
+}
+
+// Two-shot AllReduce: per iteration up to n pieces of `chunk` elements (the last iteration
+// balances what is left over the n pieces, as ring AllReduce does: work_math.h).
+template <typename Fn>
+WEFT_DEV void directAllReduceTwoShot(DirectLinks& L, const Fn& fn, const typename Fn::Elem* in,
+                                     typename Fn::Elem* out, uint64_t offset, uint64_t count, uint64_t chunk) {
+  using T = typename Fn::Elem;
+  const int n = L.nRanks(), me = L.rank();
+  const int es = (int)sizeof(T);
+  const char* src = reinterpret_cast<const char*>(in);
+  char* dst = reinterpret_cast<char*>(out);
+  for (uint64_t base = 0; base < count; base += (uint64_t)n * chunk) {
+    const uint64_t piece = ringAllReduceChunk(count, base, chunk, n, es);
+    const int64_t piecePacks = (int64_t)divUp(piece * (uint64_t)es, 16);
+    auto range = [&](int q) {
+      ElemRange r = ringAllReduceChunkRange(count, base, piece, q);
+      r.offset = (r.offset + offset) * (uint64_t)es;  // now bytes
+      r.count *= (uint64_t)es;
+      return r;
+    };
+    L.waitSend(2);
+    // Reduce-scatter, sending side: piece q to peer q (step 0).
+    for (int64_t i = L.tid(); i < (int64_t)(n - 1) * piecePacks; i += L.nThreads()) {
+      const int q = direct::peerAt((int)(i / piecePacks), me);
+      const int64_t p = i % piecePacks;
+      const ElemRange r = range(q);
+      if (p * 16 >= (int64_t)r.count) continue;
+      const int valid = direct::packValid((int64_t)r.count, p);
+      Pack16 own = detail::loadUser(src + r.offset + p * 16, valid);
+      if constexpr (Fn::kPreOp) own = fn.preOp(own);
+      L.write(q, 0, p, own, direct::packTwo(valid));
+    }
+    // Our piece: reduce the n copies in rank order, keep it and send it to every peer (step 1).
+    const ElemRange mine = range(me);
+    for (int64_t p = L.tid(); p * 16 < (int64_t)mine.count; p += L.nThreads()) {
+      const int valid = direct::packValid((int64_t)mine.count, p);
+      const bool two = direct::packTwo(valid);
+      Pack16 own = detail::loadUser(src + mine.offset + p * 16, valid);
+      if constexpr (Fn::kPreOp) own = fn.preOp(own);
+      Pack16 acc{};
+      for (int q = 0; q < n; q++) acc = direct::fold(fn, q, acc, q == me ? own : L.read(q, 0, p, two));
+      if constexpr (Fn::kPostOp) acc = fn.postOp(acc);
+      detail::storeUser(dst + mine.offset + p * 16, acc, valid);
+      for (int q = 0; q < n; q++)
+        if (q != me) L.write(q, 1, p, acc, two);
+    }
+    // All-gather, receiving side: peer q's reduced piece (step 1), same threads as above.
+    for (int64_t i = L.tid(); i < (int64_t)(n - 1) * piecePacks; i += L.nThreads()) {
+      const int q = direct::peerAt((int)(i / piecePacks), me);
+      const int64_t p = i % piecePacks;
+      const ElemRange r = range(q);
+      if (p * 16 >= (int64_t)r.count) continue;
+      const int valid = direct::packValid((int64_t)r.count, p);
+      detail::storeUser(dst + r.offset + p * 16, L.read(q, 1, p, direct::packTwo(valid)), valid);
+    }
+    L.endIteration(2);
+  }
+}
+
+// AllGather on bytes: block b of the output is at b * blockBytes; ours comes from `in` (in place
+// when in == out + rank * blockBytes). [offset, offset + count) is this channel's part of a block.
+WEFT_DEV void directAllGather(DirectLinks& L, const char* in, char* out, uint64_t blockBytes, uint64_t offset,
+                              uint64_t count, uint64_t chunk) {
+  const int n = L.nRanks(), me = L.rank();
+  const bool inPlace = in == out + (uint64_t)me * blockBytes;
+  for (uint64_t off = 0; off < count; off += chunk) {
+    const int64_t nBytes = (int64_t)minU64(chunk, count - off);
+    const int64_t packs = (int64_t)divUp((uint64_t)nBytes, 16);
+    const uint64_t at = offset + off;
+    L.waitSend(1);
+    for (int64_t p = L.tid(); p < packs; p += L.nThreads()) {
+      const int valid = direct::packValid(nBytes, p);
+      const Pack16 own = detail::loadUser(in + at + p * 16, valid);
+      for (int q = 0; q < n; q++)
+        if (q != me) L.write(q, 0, p, own, direct::packTwo(valid));
+      if (!inPlace) detail::storeUser(out + (uint64_t)me * blockBytes + at + p * 16, own, valid);
+    }
+    for (int64_t i = L.tid(); i < (int64_t)(n - 1) * packs; i += L.nThreads()) {
+      const int q = direct::peerAt((int)(i / packs), me);
+      const int64_t p = i % packs;
+      const int valid = direct::packValid(nBytes, p);
+      detail::storeUser(out + (uint64_t)q * blockBytes + at + p * 16, L.read(q, 0, p, direct::packTwo(valid)), valid);
+    }
+    L.endIteration(1);
+  }
+}
+
+}  // namespace weft::dev

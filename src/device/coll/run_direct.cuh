@@ -1,0 +1,50 @@
+// Runs one Direct work item (algo kAlgoDirect, proto kProtoLL) on one channel with every thread of
+// the LL kernel's block: the channel's connections to and from every peer, the step's payload as
+// chunk, then the algorithm of algo/direct.cuh. The host plans Direct only on channels where every
+// rank is connected both ways with every other rank (planner.h: PlanShape::directChannels).
+#pragma once
+
+#include "device/algo/direct.cuh"
+#include "device/coll/run_work.cuh"
+
+namespace weft::dev {
+
+// AllReduce with functor Fn: one-shot, or two-shot with kWorkFlagTwoShot.
+template <typename Fn>
+WEFT_DEV void runDirectAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& env) {
+  using T = typename Fn::Elem;
+  const Fn fn = Fn::fromWork(w);
+  const T* in = static_cast<const T*>(w.sendBuff);
+  T* out = static_cast<T*>(w.recvBuff);
+  if (env.comm->nRanks == 1) {
+    flagLocal(fn, kFlagSrcIn | kFlagDstOut | kFlagPost, arch::threadId(), kLLThreads,
+              reinterpret_cast<const char*>(in + w.chanOffset), reinterpret_cast<char*>(out + w.chanOffset),
+              (int64_t)(w.chanCount * sizeof(T)));
+    return;
+  }
+  DirectLinks links(env.comm, env.channel, env.sh, kLLThreads);
+  const uint64_t chunk = llChunkElems(w.chunkElems, links.stepBytes(), (int)sizeof(T));
+  if (w.flags & kWorkFlagTwoShot) directAllReduceTwoShot(links, fn, in, out, w.chanOffset, w.chanCount, chunk);
+  else directAllReduceOneShot(links, fn, in, out, w.chanOffset, w.chanCount, chunk);
+  links.finish();
+}
+
+// AllGather, on bytes.
+WEFT_DEV void runDirectAllGather(const DevWork& w, const WorkEnvT<FlagShared>& env) {
+  const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
+  const char* in = static_cast<const char*>(w.sendBuff);
+  char* out = static_cast<char*>(w.recvBuff);
+  const uint64_t blockBytes = w.count * es;
+  if (env.comm->nRanks == 1) {
+    const uint64_t at = w.chanOffset * es;
+    if (in != out) flagLocal(FnCopy{}, kFlagSrcIn | kFlagDstOut, arch::threadId(), kLLThreads, in + at, out + at,
+                             (int64_t)(w.chanCount * es));
+    return;
+  }
+  DirectLinks links(env.comm, env.channel, env.sh, kLLThreads);
+  const uint64_t chunk = llChunkElems(w.chunkElems * es, links.stepBytes(), 1);
+  directAllGather(links, in, out, blockBytes, w.chanOffset * es, w.chanCount * es, chunk);
+  links.finish();
+}
+
+}  // namespace weft::dev

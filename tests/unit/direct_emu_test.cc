@@ -1,0 +1,486 @@
+// The Direct algorithms (algo/direct.cuh, coll/run_direct.cuh) through the LL kernel's body and
+// dispatch on the CPU (arch host emulation: each GPU thread an OS thread, see
+// simple_proto_test.cc), with every rank connected to every other on every channel as the P2P
+// transport lays it out. Checks one-shot and two-shot AllReduce and AllGather on 2, 3 and 4 ranks
+// against a host reference (every element, many types and reductions, counts 0, 1, odd and over
+// several steps, in place and shifted buffers), bit-identical float results on every rank, the
+// step counters (Ring LL and Simple work after Direct work on the same connections), LL's slot
+// wipe window, and abort.
+#define WEFT_ARCH_HOST_EMULATION 1
+#include "device/kernel_dispatch.cuh"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace weft::dev {
+namespace {
+
+// Small steps: a few hundred bytes of payload, so modest counts already take several steps and
+// the 8-slot ring wraps. LL: 512 B steps (256 B payload).
+constexpr int kStepBytes[kNumProtos] = {512, 4096, (int)kSimpleMinStepBytes};
+
+struct AlignedBytes {
+  explicit AlignedBytes(size_t n) : raw(n + 256, 0) {}
+  char* get() { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw.data()) + 127) & ~uintptr_t(127)); }
+  std::vector<char> raw;
+};
+
+using Works = std::vector<std::vector<std::vector<DevWork>>>;  // [rank][channel][item]
+
+// n ranks, nCh channels, connections between every pair on every channel (rings in rank order).
+class MeshComm {
+ public:
+  MeshComm(int n, int nCh, uint64_t firstStep = 0)
+      : n_(n), nCh_(nCh), comms_(n), peers_(n), ring_(n), counters_(size_t(2) * n * n * nCh, firstStep) {
+    for (int i = 0; i < n; i++) ring_[i] = i;
+    for (int r = 0; r < n; r++) {
+      comms_[r] = std::make_unique<DevComm>();
+      DevComm& d = *comms_[r];
+      d = DevComm{};
+      d.rank = r;
+      d.nRanks = n;
+      d.nChannels = nCh;
+      d.abortFlag = &abortFlag_;
+      peers_[r].resize(nCh);
+      for (int c = 0; c < nCh; c++) {
+        peers_[r][c].assign(n, DevPeer{});
+        d.channels[c].ring.prev = (r - 1 + n) % n;
+        d.channels[c].ring.next = (r + 1) % n;
+        d.channels[c].ring.index = r;
+        d.channels[c].ring.userRanks = ring_.data();
+        d.channels[c].peers = peers_[r][c].data();
+      }
+    }
+    for (int c = 0; c < nCh; c++)
+      for (int s = 0; s < n; s++)
+        for (int r = 0; r < n; r++) {
+          if (s == r) continue;
+          uint64_t* tail = &counters_[((size_t(c) * n + s) * n + r) * 2];
+          ConnInfo& snd = peers_[s][c][r].send;
+          ConnInfo& rcv = peers_[r][c][s].recv;
+          for (int p = 0; p < kNumProtos; p++) {
+            buffers_.emplace_back(size_t(kSteps) * kStepBytes[p]);
+            snd.buffs[p] = rcv.buffs[p] = buffers_.back().get();
+            snd.stepBytes[p] = rcv.stepBytes[p] = kStepBytes[p];
+          }
+          snd.tail = rcv.tail = tail;
+          snd.head = rcv.head = tail + 1;
+          snd.step = rcv.step = firstStep;
+        }
+  }
+
+  int nRanks() const { return n_; }
+  int nChannels() const { return nCh_; }
+
+  // Runs works[rank][channel] as one launch of protocol P's kernel body per rank, one emulated
+  // block per channel with items. False if it did not finish within `seconds` (the abort flag is
+  // then raised, and every block must still leave).
+  template <typename P>
+  bool launch(const Works& works, double seconds) {
+    using Smem = KernelSmem<typename P::Shared>;
+    constexpr int kThreads = P::kId == kProtoSimple ? kSimpleThreads : kLLThreads;
+    std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
+    std::vector<std::unique_ptr<Smem>> smems;
+    std::vector<std::thread> threads;
+    std::atomic<int> running{0};
+    std::vector<std::vector<DevWork>> fifo(n_, std::vector<DevWork>(kMaxWorksPerChannel * kMaxChannels));
+    std::vector<DevKernelArgs> args(n_);
+    std::vector<uint32_t> consumed(n_, 0), arrivals(n_, 0);
+    for (int r = 0; r < n_; r++) {
+      DevKernelArgs& a = args[r];
+      a = DevKernelArgs{};
+      a.comm = comms_[r].get();
+      a.works = fifo[r].data();
+      a.worksMask = ~0u;
+      a.fifoConsumedValue = 1;
+      a.fifoConsumed = &consumed[r];
+      a.blockArrivals = &arrivals[r];
+      uint32_t head = 0;
+      for (int c = 0; c < nCh_; c++) {
+        if (works[r][c].empty()) continue;
+        a.blocks[a.nBlocks++] = DevKernelArgs::Block{head, (uint16_t)works[r][c].size(), (uint8_t)c, 0};
+        for (DevWork w : works[r][c]) {
+          w.proto = (uint8_t)P::kId;
+          fifo[r][head++] = w;
+        }
+      }
+      for (uint32_t b = 0; b < a.nBlocks; b++) {
+        blocks.push_back(std::make_unique<arch::EmuBlock>(kThreads));
+        smems.push_back(std::make_unique<Smem>());
+        arch::EmuBlock* blk = blocks.back().get();
+        Smem* smem = smems.back().get();
+        const DevKernelArgs* ap = &args[r];
+        for (int t = 0; t < kThreads; t++) {
+          running++;
+          threads.emplace_back([&running, ap, b, t, blk, smem] {
+            arch::threadIdx.x = t;
+            arch::threadIdx.block = blk;
+            kernelBody<kThreads>(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) {
+              dispatch::runWork<P>(w, env);
+            });
+            running--;
+          });
+        }
+      }
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    bool finished = true;
+    while (running > 0) {
+      if (finished && elapsed() > seconds) {
+        finished = false;
+        __atomic_store_n(&abortFlag_, 1u, __ATOMIC_RELAXED);
+        start = std::chrono::steady_clock::now();
+        seconds = 60;
+      } else if (!finished && elapsed() > seconds) {
+        std::fprintf(stderr, "blocks did not leave after the abort flag\n");
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n_; r++) {
+      if (args[r].nBlocks > 0) {
+        EXPECT_EQ(consumed[r], 1u) << "rank " << r << ": FIFO slots not released";
+      }
+    }
+    return finished;
+  }
+
+  // Both ends of every connection agree on the step and head says every step was consumed.
+  std::string checkLinks() const {
+    for (int c = 0; c < nCh_; c++)
+      for (int s = 0; s < n_; s++)
+        for (int r = 0; r < n_; r++) {
+          if (s == r) continue;
+          const ConnInfo& snd = peers_[s][c][r].send;
+          const ConnInfo& rcv = peers_[r][c][s].recv;
+          if (snd.step != rcv.step || *snd.head != snd.step)
+            return "link " + std::to_string(s) + "->" + std::to_string(r) + " ch " + std::to_string(c) +
+                   ": send.step " + std::to_string(snd.step) + " recv.step " + std::to_string(rcv.step) + " head " +
+                   std::to_string(*snd.head);
+        }
+    return "";
+  }
+
+  uint64_t step(int c, int s, int r) const { return peers_[s][c][r].send.step; }
+
+ private:
+  int n_, nCh_;
+  std::vector<std::unique_ptr<DevComm>> comms_;
+  std::vector<std::vector<std::vector<DevPeer>>> peers_;  // [rank][channel][peer]
+  std::vector<int32_t> ring_;
+  std::vector<uint64_t> counters_;
+  std::vector<AlignedBytes> buffers_;
+  uint32_t abortFlag_ = 0;
+};
+
+// ---- values ----
+
+bool isFloat(int t) { return t >= kFloat16; }
+bool isUnsigned(int t) { return t == kUint8 || t == kUint32 || t == kUint64; }
+
+void putValue(int t, double v, char* p) {
+  switch (t) {
+    case kInt8: case kUint8: { int8_t x = (int8_t)(int64_t)v; std::memcpy(p, &x, 1); break; }
+    case kInt32: case kUint32: { int32_t x = (int32_t)(int64_t)v; std::memcpy(p, &x, 4); break; }
+    case kInt64: case kUint64: { int64_t x = (int64_t)v; std::memcpy(p, &x, 8); break; }
+    case kFloat16: { __half h = __float2half((float)v); std::memcpy(p, &h, 2); break; }
+    case kBfloat16: { __nv_bfloat16 h = __float2bfloat16((float)v); std::memcpy(p, &h, 2); break; }
+    case kFloat32: { float f = (float)v; std::memcpy(p, &f, 4); break; }
+    case kFloat64: std::memcpy(p, &v, 8); break;
+    case kFloat8e4m3: *p = (char)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E4M3); break;
+    default: *p = (char)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E5M2); break;
+  }
+}
+
+double getValue(int t, const char* p) {
+  switch (t) {
+    case kInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
+    case kUint8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
+    case kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case kUint32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
+    case kInt64: { int64_t x; std::memcpy(&x, p, 8); return (double)x; }
+    case kUint64: { uint64_t x; std::memcpy(&x, p, 8); return (double)x; }
+    case kFloat16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
+    case kBfloat16: { __nv_bfloat16 h; std::memcpy(&h, p, 2); return __bfloat162float(h); }
+    case kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
+    case kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
+    case kFloat8e4m3: return __half2float(__half(__nv_cvt_fp8_to_halfraw((uint8_t)*p, __NV_E4M3)));
+    default: return __half2float(__half(__nv_cvt_fp8_to_halfraw((uint8_t)*p, __NV_E5M2)));
+  }
+}
+
+double scalarOf(int type) { return isFloat(type) ? 0.5 : 3.0; }
+
+// One collective on every rank: buffers, inputs and the work items (a part per channel).
+struct Coll {
+  int func = kFuncAllReduce;
+  int algo = kAlgoDirect;
+  bool twoShot = false;
+  int type = kFloat32;
+  int op = kRedSum;
+  uint64_t count = 0;
+  bool inPlace = false;
+  int shift = 0;              // bytes added to both buffers' 128-byte aligned addresses
+  bool randomFloats = false;  // arbitrary float inputs: only cross-rank bit equality is checked
+  std::vector<AlignedBytes> in, out;
+  std::vector<std::vector<double>> inputs;
+  std::vector<char*> recvPtr;
+};
+
+Coll direct(int func, int type, int op, uint64_t count, bool twoShot = false, bool inPlace = false, int shift = 0) {
+  Coll k;
+  k.func = func;
+  k.type = type;
+  k.op = op;
+  k.count = count;
+  k.twoShot = twoShot;
+  k.inPlace = inPlace;
+  k.shift = shift;
+  return k;
+}
+
+void addColl(const MeshComm& comm, Coll& k, Works& works, std::mt19937& rng) {
+  const int n = comm.nRanks();
+  const uint64_t es = (uint64_t)dataTypeBytes(k.type);
+  const uint64_t outLen = k.func == kFuncAllGather ? n * k.count : k.count;
+  const uint64_t bytes = outLen * es + 64;
+  for (int r = 0; r < n; r++) {
+    k.in.emplace_back(bytes);
+    k.out.emplace_back(bytes);
+    std::memset(k.out[r].get(), 0x5a, bytes);
+    std::vector<double> v(k.count);
+    for (auto& x : v) {
+      if (k.randomFloats) x = std::ldexp(double(rng() % 2000001) - 1000000.0, -int(rng() % 24));
+      else x = isUnsigned(k.type) ? double(rng() % 5) : double(int(rng() % 5) - 2);
+    }
+    k.inputs.push_back(v);
+    char* outBase = k.out[r].get() + k.shift;
+    char* inBuf = k.inPlace ? outBase + (k.func == kFuncAllGather ? r * k.count * es : 0) : k.in[r].get() + k.shift;
+    for (uint64_t i = 0; i < k.count; i++) putValue(k.type, v[i], inBuf + i * es);
+    k.recvPtr.push_back(outBase);
+    for (int c = 0; c < comm.nChannels(); c++) {
+      ElemRange part = channelPart(k.count, comm.nChannels(), c, (int)es);
+      if (part.count == 0) continue;
+      DevWork w{};
+      w.func = (uint8_t)k.func;
+      w.algo = (uint8_t)k.algo;
+      w.flags = k.twoShot ? kWorkFlagTwoShot : 0;
+      w.redOp = (uint8_t)k.op;
+      w.dataType = (uint8_t)k.type;
+      w.sendBuff = inBuf;
+      w.recvBuff = outBase;
+      w.count = k.count;
+      w.chanOffset = part.offset;
+      w.chanCount = part.count;
+      w.sendPeer = w.recvPeer = -1;
+      if (k.op == kRedPreMulSum) {
+        char bits[8] = {};
+        putValue(k.type, scalarOf(k.type), bits);
+        std::memcpy(&w.redOpArg, bits, 8);
+      }
+      if (k.op == kRedSumPostDiv) w.redOpArg = (uint64_t)n;
+      works[r][c].push_back(w);
+    }
+  }
+}
+
+std::string describe(const Coll& k) {
+  return std::string(k.func == kFuncAllGather ? "AllGather" : k.twoShot ? "two-shot" : "one-shot") + " type " +
+         std::to_string(k.type) + " op " + std::to_string(k.op) + " count " + std::to_string(k.count) +
+         (k.inPlace ? " in place" : "") + " shift " + std::to_string(k.shift);
+}
+
+// Every output element against the host reference; nothing written past the output; with
+// randomFloats, the same bits on every rank.
+std::string checkColl(const MeshComm& comm, const Coll& k) {
+  const int n = comm.nRanks();
+  const uint64_t es = (uint64_t)dataTypeBytes(k.type);
+  const uint64_t outLen = k.func == kFuncAllGather ? n * k.count : k.count;
+  for (int r = 0; r < n; r++) {
+    if (k.randomFloats) {
+      if (std::memcmp(k.recvPtr[r], k.recvPtr[0], outLen * es) != 0)
+        return describe(k) + ": rank " + std::to_string(r) + " differs from rank 0";
+      continue;
+    }
+    for (uint64_t i = 0; i < outLen; i++) {
+      double want = 0;
+      if (k.func == kFuncAllGather) {
+        want = k.inputs[i / k.count][i % k.count];
+      } else {
+        for (int q = 0; q < n; q++) {
+          double x = k.inputs[q][i];
+          if (k.op == kRedPreMulSum) x *= scalarOf(k.type);
+          if (q == 0) want = x;
+          else if (k.op == kRedProd) want *= x;
+          else if (k.op == kRedMax) want = std::max(want, x);
+          else if (k.op == kRedMin) want = std::min(want, x);
+          else want += x;
+        }
+        if (k.op == kRedSumPostDiv) want = std::trunc(want / n);
+      }
+      const double got = getValue(k.type, k.recvPtr[r] + i * es);
+      if (got != want)
+        return describe(k) + " rank " + std::to_string(r) + " element " + std::to_string(i) + ": got " +
+               std::to_string(got) + " want " + std::to_string(want);
+    }
+    const char* end = k.recvPtr[r] + outLen * es;
+    for (int b = 0; b < 16; b++)
+      if ((uint8_t)end[b] != 0x5a) return describe(k) + " rank " + std::to_string(r) + ": byte past the output written";
+  }
+  return "";
+}
+
+// Runs colls as one LL launch and checks them and the links.
+void runAndCheck(MeshComm& comm, std::vector<Coll>& colls, std::mt19937& rng, const std::string& what) {
+  Works works(comm.nRanks(), std::vector<std::vector<DevWork>>(comm.nChannels()));
+  for (auto& k : colls) addColl(comm, k, works, rng);
+  for (auto& perRank : works)
+    for (auto& list : perRank) ASSERT_LE(list.size(), (size_t)kMaxWorksPerChannel);
+  ASSERT_TRUE(comm.launch<LLProto>(works, 120)) << "deadlock: " << what;
+  for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << what;
+  ASSERT_EQ(comm.checkLinks(), "") << what;
+}
+
+// Types and reductions the cases below cycle through (every type, every reduction, somewhere).
+const int kTypes[] = {kInt8, kUint8, kInt32, kUint32, kInt64, kUint64, kFloat16, kFloat32,
+                      kFloat64, kBfloat16, kFloat8e4m3, kFloat8e5m2};
+
+// One launch per rank count with AllReduce items of every type and reduction (one-shot or
+// two-shot), counts 1, odd and over several steps, in place and shifted, on two channels.
+void allReduceCases(bool twoShot) {
+  std::mt19937 rng(twoShot ? 11 : 7);
+  for (int n : {2, 3, 4}) {
+    MeshComm comm(n, 2);
+    std::vector<Coll> colls;
+    int i = 0;
+    for (int t : kTypes)
+      for (int op = 0; op < kNumRedOps; op++) {
+        if (op == kRedSumPostDiv && isFloat(t)) continue;
+        if ((i++ + n) % 3) continue;  // a third of the pairs per rank count: together they cover all
+        // Counts: 1, odd, and (types of 1-2 bytes) past several 256-byte steps per channel.
+        const uint64_t count = (t + op) % 3 == 0 ? 1 : (t + op) % 3 == 1 ? 37 : 701;
+        colls.push_back(direct(kFuncAllReduce, t, op, count, twoShot, (t + op) % 4 == 0, (op % 2) * dataTypeBytes(t)));
+      }
+    colls.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 1999, twoShot, false, 4));  // 8 steps and more
+    colls.push_back(direct(kFuncAllReduce, kInt32, kRedSum, 3, twoShot));  // fewer elements than ranks x grain
+    Coll random = direct(kFuncAllReduce, kFloat32, kRedSum, 515, twoShot);
+    random.randomFloats = true;
+    colls.push_back(std::move(random));
+    Coll randomHalf = direct(kFuncAllReduce, kFloat16, kRedSum, 333, twoShot, true);
+    randomHalf.randomFloats = true;
+    colls.push_back(std::move(randomHalf));
+    runAndCheck(comm, colls, rng, std::to_string(n) + " ranks");
+    EXPECT_GT(comm.step(0, 0, 1), (uint64_t)kSteps) << "the slot ring should wrap";
+  }
+}
+
+TEST(DirectEmu, OneShotAllReduceAllTypesAndReductions) { allReduceCases(false); }
+TEST(DirectEmu, TwoShotAllReduceAllTypesAndReductions) { allReduceCases(true); }
+
+TEST(DirectEmu, AllGatherOddCountsInPlaceAndShifted) {
+  std::mt19937 rng(5);
+  for (int n : {2, 3, 4}) {
+    MeshComm comm(n, 2);
+    std::vector<Coll> colls;
+    colls.push_back(direct(kFuncAllGather, kInt8, kRedSum, 1));
+    colls.push_back(direct(kFuncAllGather, kUint8, kRedSum, 1001, false, false, 3));  // several steps, unaligned
+    colls.push_back(direct(kFuncAllGather, kInt8, kRedSum, 777, false, true, 5));     // in place
+    colls.push_back(direct(kFuncAllGather, kFloat64, kRedSum, 129));
+    colls.push_back(direct(kFuncAllGather, kFloat16, kRedSum, 17, false, true));
+    colls.push_back(direct(kFuncAllGather, kInt32, kRedSum, 250, false, false, 4));
+    runAndCheck(comm, colls, rng, std::to_string(n) + " ranks");
+  }
+}
+
+// A count of 0 gets no item; a channel whose part is empty gets none either (the planner's rule):
+// the links must not move.
+TEST(DirectEmu, EmptyCallsUseNoStep) {
+  std::mt19937 rng(9);
+  MeshComm comm(3, 2);
+  std::vector<Coll> colls;
+  colls.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 0));
+  colls.push_back(direct(kFuncAllGather, kInt8, kRedSum, 0));
+  colls.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 2, true));  // one channel only
+  runAndCheck(comm, colls, rng, "empty");
+  EXPECT_EQ(comm.step(1, 0, 1), 0u) << "channel 1 had no item";
+  EXPECT_EQ(comm.step(0, 0, 1), 2u) << "two-shot: two steps per iteration";
+}
+
+// Direct work, then Ring LL, then Simple, then Direct again on the same connections: all items
+// stay correct because every user advances the shared step counters alike.
+TEST(DirectEmu, RingAndSimpleWorkAfterDirectOnTheSameConnections) {
+  std::mt19937 rng(13);
+  for (int n : {2, 3}) {
+    MeshComm comm(n, 2);
+    for (int round = 0; round < 2; round++) {
+      std::vector<Coll> d;
+      d.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 901));
+      d.push_back(direct(kFuncAllReduce, kInt32, kRedMax, 333, true));
+      d.push_back(direct(kFuncAllGather, kUint8, kRedSum, 555));
+      runAndCheck(comm, d, rng, "direct round " + std::to_string(round));
+      // Ring items in an LL launch, Direct items mixed in between them.
+      std::vector<Coll> mixed;
+      Coll ring = direct(kFuncAllReduce, kFloat32, kRedSum, 1201);
+      ring.algo = kAlgoRing;
+      mixed.push_back(std::move(ring));
+      mixed.push_back(direct(kFuncAllReduce, kInt64, kRedSum, 77, true));
+      Coll ringAg = direct(kFuncAllGather, kInt8, kRedSum, 999);
+      ringAg.algo = kAlgoRing;
+      mixed.push_back(std::move(ringAg));
+      runAndCheck(comm, mixed, rng, "ring LL after direct, round " + std::to_string(round));
+      // A Simple launch on the same connections.
+      std::vector<Coll> simple;
+      Coll s = direct(kFuncAllReduce, kFloat32, kRedSum, 3001);
+      s.algo = kAlgoRing;
+      simple.push_back(std::move(s));
+      Works works(n, std::vector<std::vector<DevWork>>(comm.nChannels()));
+      for (auto& k : simple) addColl(comm, k, works, rng);
+      ASSERT_TRUE(comm.launch<SimpleProto>(works, 120)) << "Simple after direct";
+      for (auto& k : simple) ASSERT_EQ(checkColl(comm, k), "") << "Simple after direct";
+    }
+  }
+}
+
+// Steps starting just before LL's wipe window (the last kSteps of each 2^31) and the 32-bit flag
+// wrap: Direct wipes the slots it consumes there, results stay exact, and a Ring LL item after it
+// still finds the slots as LL expects.
+TEST(DirectEmu, StepsAcrossTheWipeWindowAndTheFlagWrap) {
+  for (uint64_t first : {(1ull << 31) - 11, (1ull << 32) - 9}) {
+    std::mt19937 rng(3);
+    MeshComm comm(3, 1, first);
+    for (int launch = 0; launch < 2; launch++) {
+      std::vector<Coll> colls;
+      colls.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 701));
+      colls.push_back(direct(kFuncAllReduce, kInt32, kRedSum, 1001, true));
+      Coll ring = direct(kFuncAllReduce, kFloat32, kRedSum, 501);
+      ring.algo = kAlgoRing;
+      colls.push_back(std::move(ring));
+      runAndCheck(comm, colls, rng, "first step " + std::to_string(first));
+    }
+    EXPECT_GT(comm.step(0, 0, 1), first + 2 * kSteps);
+  }
+}
+
+// Rank 2 never runs its Direct item: the others wait on it until the abort flag ends every wait.
+TEST(DirectEmu, AbortEndsWaits) {
+  std::mt19937 rng(1);
+  MeshComm comm(3, 1);
+  Coll k = direct(kFuncAllReduce, kFloat32, kRedSum, 2000);
+  Works works(3, std::vector<std::vector<DevWork>>(1));
+  addColl(comm, k, works, rng);
+  works[2][0].clear();
+  EXPECT_FALSE(comm.launch<LLProto>(works, 0.3));
+}
+
+}  // namespace
+}  // namespace weft::dev
