@@ -241,9 +241,11 @@ void ringCollectivesAllTypes() {
   }
 }
 
-// Disabled for now: LL128 passed once in 3 s, but on the loaded 2-core machine (load average 8-26)
-// both exceeded the 120 s launch limit (slowness of ~200 spinning emulated threads or a hang:
-// not settled). Run with --gtest_also_run_disabled_tests on an idle machine.
+// Disabled: not a timing problem (session 3, with host_emu's waiting threads asleep). LL timed out
+// every time under load with its receivers waiting on lines that were never written (see the LL
+// SendRecv test below); LL128 gave wrong results in 1 of 3 runs ("func 1 type 2 op 3 count 305
+// rank 0 element 81: got 0 want -2": an unwritten element), passing in ~5 s otherwise.
+// Run with --gtest_also_run_disabled_tests.
 TEST(FlagProtoEmu, DISABLED_LLRingCollectivesAllTypesAcrossLaunches) { ringCollectivesAllTypes<LLProto>(); }
 TEST(FlagProtoEmu, DISABLED_LL128RingCollectivesAllTypesAcrossLaunches) { ringCollectivesAllTypes<LL128Proto>(); }
 
@@ -256,12 +258,15 @@ void sendRecvAllToAll() {
   EXPECT_EQ(comm.checkLinks(false), "");
 }
 
-// Passed 16 of 16 runs alone (0.2 s) but timed out under ctest -j2 at load average 26: disabled
-// until the emulated flag spins are made cheaper (see the ring tests above).
+// Disabled: a hang that load only makes likely (passed 16 of 16 runs on an idle machine, timed
+// out in each of 7 runs at load 15-60). In the hung state the senders have finished (their
+// ConnInfo.step is 3) but some packs of step 0 were never written: e.g. packs 6, 7, 14 and 15 of
+// the slot (threads 6, 7, 14, 15 of the 16-thread send group: lanes 2-3 of warps 1 and 3) stay
+// zero while pack 0 carries flag 1 and slot 1 flag 2, so the receivers of those packs wait for
+// ever. Not settled whether LLPrims or the emulation loses the writes.
 TEST(FlagProtoEmu, DISABLED_LLSendRecvAllToAllWithSelf) { sendRecvAllToAll<LLProto>(); }
-// LL128 SendRecv is not run here yet: under the host emulation, items with both parts (two warp
-// groups) fail intermittently (a line's flag seen before other lanes' parts), and a send item
-// followed by a receive item on all warps hung once; not understood yet (see the branch report).
+// Disabled: failed 4 of 12 runs (one: "rank 0 from 2 byte 3200"; 0.25 s a run): items
+// with both parts (two warp groups) lose data, as noted when it was written; not understood yet.
 // The GPU harness runs these cases.
 TEST(FlagProtoEmu, DISABLED_LL128SendRecvAllToAllWithSelf) { sendRecvAllToAll<LL128Proto>(); }
 
