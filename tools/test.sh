@@ -2,7 +2,11 @@
 # Sets up a fresh Debian 12 machine (packages), builds weft (library, device code, unit tests, GPU test
 # programs, tools) and runs the unit tests; then builds the HIP/ROCm variant (librccl.so.1 for gfx90a
 # and gfx940, compile only: no AMD GPU here) in <build-dir>-hip and runs its checks.
-# Usage: tools/test.sh [build-dir]    (WEFT_SETUP_HIP=0 skips the HIP build)
+# Usage: tools/test.sh [build-dir]
+# Environment: WEFT_SETUP_HIP=0 skips the HIP build. WEFT_TEST_HIP_ARCHS (e.g. gfx90a) compiles the
+# HIP device code for those targets only, and WEFT_TEST_HIP_DEBUG=0 compiles it without -g: clang
+# compiles the device code once per target, which made the HIP build most of CI's time (.ci/run
+# sets both; by default the HIP build is the one users get: both targets, RelWithDebInfo).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
@@ -17,7 +21,11 @@ cmake --build "$build" -j"$(nproc)"
 
 if [ "$WEFT_SETUP_HIP" = 1 ]; then
   hip_start=$SECONDS
-  cmake -S "$here" -B "$build-hip" -G Ninja -DWEFT_GPU=HIP -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_TESTS=ON
+  # The cache keeps -D values: pass the defaults too, so that a reused build folder gets what is asked.
+  hip_flags="-O2 -g -DNDEBUG"  # CMake's RelWithDebInfo flags for HIP (host .cc files keep theirs)
+  if [ "${WEFT_TEST_HIP_DEBUG:-1}" = 0 ]; then hip_flags="-O2 -DNDEBUG"; fi
+  cmake -S "$here" -B "$build-hip" -G Ninja -DWEFT_GPU=HIP -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_TESTS=ON \
+    "-DWEFT_HIP_ARCHS=${WEFT_TEST_HIP_ARCHS:-gfx90a;gfx940}" "-DCMAKE_HIP_FLAGS_RELWITHDEBINFO=$hip_flags"
   cmake --build "$build-hip" -j"$(nproc)"
   (cd "$build-hip" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
   echo "weft: HIP build and checks took $((SECONDS - hip_start)) s"

@@ -7,13 +7,12 @@
 // times, LL's 32-bit flag wrap and slot wipe, protocols alternating on one connection, and abort.
 #define WEFT_ARCH_HOST_EMULATION 1
 #include "device/kernel_dispatch.cuh"
+#include "emu_launch.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <memory>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,170 +30,27 @@ constexpr int threadsOf() {
   else return kSimpleThreads;
 }
 
-struct AlignedBytes {
-  explicit AlignedBytes(size_t n) : raw(n + 256, 0) {}
-  char* get() { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw.data()) + 127) & ~uintptr_t(127)); }
-  std::vector<char> raw;
-};
+using emutest::AlignedBytes;
+using emutest::Works;
 
-using Works = std::vector<std::vector<std::vector<DevWork>>>;
-
-class EmuComm {
+// The ring communicator with every protocol's buffers on every connection, as the P2P transport
+// lays them out; items of any type and reduction run through kernel_dispatch.cuh.
+class EmuComm : public emutest::EmuRingComm {
  public:
   EmuComm(int n, int nCh, uint64_t firstStep = 0)
-      : n_(n), nCh_(nCh), comms_(n), peers_(n), rings_(nCh), counters_(size_t(2) * n * n * nCh, firstStep) {
-    for (int c = 0; c < nCh; c++)
-      for (int i = 0; i < n; i++) rings_[c].push_back(c % 2 ? n - 1 - i : i);
-    for (int r = 0; r < n; r++) {
-      comms_[r] = std::make_unique<DevComm>();
-      DevComm& d = *comms_[r];
-      d = DevComm{};
-      d.rank = r;
-      d.nRanks = n;
-      d.nChannels = nCh;
-      d.abortFlag = &abortFlag_;
-      peers_[r].resize(nCh);
-      for (int c = 0; c < nCh; c++) {
-        peers_[r][c].assign(n, DevPeer{});
-        int pos = 0;
-        for (int i = 0; i < n; i++)
-          if (rings_[c][i] == r) pos = i;
-        d.channels[c].ring.prev = rings_[c][(pos - 1 + n) % n];
-        d.channels[c].ring.next = rings_[c][(pos + 1) % n];
-        d.channels[c].ring.index = pos;
-        d.channels[c].ring.userRanks = rings_[c].data();
-        d.channels[c].peers = peers_[r][c].data();
-      }
-    }
-    for (int c = 0; c < nCh; c++)
-      for (int s = 0; s < n; s++)
-        for (int r = 0; r < n; r++) {
-          if (s == r) continue;
-          uint64_t* tail = &counters_[((size_t(c) * n + s) * n + r) * 2];
-          ConnInfo& snd = peers_[s][c][r].send;
-          ConnInfo& rcv = peers_[r][c][s].recv;
-          for (int p = 0; p < kNumProtos; p++) {
-            buffers_.emplace_back(size_t(kSteps) * kStepBytes[p]);
-            snd.buffs[p] = rcv.buffs[p] = buffers_.back().get();
-            snd.stepBytes[p] = rcv.stepBytes[p] = kStepBytes[p];
-          }
-          snd.tail = rcv.tail = tail;
-          snd.head = rcv.head = tail + 1;
-          snd.step = rcv.step = firstStep;
-        }
-  }
-
-  int nRanks() const { return n_; }
-  int nChannels() const { return nCh_; }
+      : EmuRingComm(n, nCh, {kStepBytes[0], kStepBytes[1], kStepBytes[2]}, firstStep) {}
 
   // Runs every rank's items (works[rank][channel]) as one launch of protocol P's kernel body, one
   // emulated block per channel with items. False if it did not finish in `seconds` (the abort
   // flag is then raised and every block must leave).
   template <typename P>
-  bool launch(const Works& works, double seconds) {
-    using Smem = KernelSmem<typename P::Shared>;
-    constexpr int kThreads = threadsOf<P>();
-    std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
-    std::vector<std::unique_ptr<Smem>> smems;
-    std::vector<std::thread> threads;
-    std::atomic<int> running{0};
-    fifo_.resize(n_);
-    std::vector<DevKernelArgs> args(n_);
-    for (int r = 0; r < n_; r++) {
-      fifo_[r].resize(kFifoSlots);
-      DevKernelArgs& a = args[r];
-      a = DevKernelArgs{};
-      a.comm = comms_[r].get();
-      a.works = fifo_[r].data();
-      a.worksMask = kFifoSlots - 1;
-      a.fifoConsumedValue = ++launches_;
-      a.fifoConsumed = &consumed_[r];
-      a.blockArrivals = &arrivals_[r];
-      for (int c = 0; c < nCh_; c++) {
-        if (works[r][c].empty()) continue;
-        a.blocks[a.nBlocks] = DevKernelArgs::Block{fifoHead_[r], (uint16_t)works[r][c].size(), (uint8_t)c, 0};
-        for (DevWork w : works[r][c]) {
-          w.proto = (uint8_t)P::kId;
-          fifo_[r][fifoHead_[r]++ & (kFifoSlots - 1)] = w;
-        }
-        a.nBlocks++;
-      }
-      for (uint32_t b = 0; b < a.nBlocks; b++) {
-        blocks.push_back(std::make_unique<arch::EmuBlock>(kThreads));
-        smems.push_back(std::make_unique<Smem>());
-        arch::EmuBlock* blk = blocks.back().get();
-        Smem* smem = smems.back().get();
-        const DevKernelArgs* ap = &args[r];
-        for (int t = 0; t < kThreads; t++) {
-          running++;
-          threads.emplace_back([&running, ap, b, t, blk, smem] {
-            arch::threadIdx.x = t;
-            arch::threadIdx.block = blk;
-            kernelBody<kThreads>(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) {
-              dispatch::runWork<P>(w, env);
-            });
-            running--;
-          });
-        }
-      }
-    }
-    auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    bool finished = true;
-    while (running > 0) {
-      if (finished && elapsed() > seconds) {
-        finished = false;
-        __atomic_store_n(&abortFlag_, 1u, __ATOMIC_RELAXED);
-        start = std::chrono::steady_clock::now();
-        seconds = 30;
-      } else if (!finished && elapsed() > seconds) {
-        std::fprintf(stderr, "blocks did not leave after the abort flag\n");
-        std::abort();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    for (auto& t : threads) t.join();
-    for (int r = 0; r < n_; r++) {
-      if (args[r].nBlocks == 0) continue;
-      EXPECT_EQ(consumed_[r], args[r].fifoConsumedValue) << "rank " << r << ": FIFO slots not released";
-      EXPECT_EQ(arrivals_[r], 0u) << "rank " << r << ": arrival counter not reset";
-    }
-    return finished;
+  bool launch(Works works, double seconds) {
+    for (auto& perRank : works)
+      for (auto& list : perRank)
+        for (DevWork& w : list) w.proto = (uint8_t)P::kId;
+    return EmuRingComm::launch<threadsOf<P>(), typename P::Shared>(
+        works, seconds, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) { dispatch::runWork<P>(w, env); });
   }
-
-  // Both ends of every link agree on the step, and head says every step was consumed. The tail
-  // only moves with Simple steps, so it may lag (never lead).
-  std::string checkLinks(bool tailExact) const {
-    for (int c = 0; c < nCh_; c++)
-      for (int s = 0; s < n_; s++)
-        for (int r = 0; r < n_; r++) {
-          if (s == r) continue;
-          const ConnInfo& snd = peers_[s][c][r].send;
-          const ConnInfo& rcv = peers_[r][c][s].recv;
-          if (snd.step != rcv.step || *snd.head != snd.step || *snd.tail > snd.step || (tailExact && *snd.tail != snd.step))
-            return "link " + std::to_string(s) + "->" + std::to_string(r) + " ch " + std::to_string(c) + ": send.step " +
-                   std::to_string(snd.step) + " recv.step " + std::to_string(rcv.step) + " tail " +
-                   std::to_string(*snd.tail) + " head " + std::to_string(*snd.head);
-        }
-    return "";
-  }
-
-  uint64_t step(int c, int s, int r) const { return peers_[s][c][r].send.step; }
-
- private:
-  static constexpr uint32_t kFifoSlots = 64;
-  int n_, nCh_;
-  uint32_t launches_ = 0;
-  std::vector<std::vector<DevWork>> fifo_;
-  std::vector<uint32_t> fifoHead_ = std::vector<uint32_t>(64, 60);
-  uint32_t consumed_[64] = {};
-  uint32_t arrivals_[64] = {};
-  std::vector<std::unique_ptr<DevComm>> comms_;
-  std::vector<std::vector<std::vector<DevPeer>>> peers_;  // [rank][channel][peer]
-  std::vector<std::vector<int32_t>> rings_;
-  std::vector<uint64_t> counters_;
-  std::vector<AlignedBytes> buffers_;
-  uint32_t abortFlag_ = 0;
 };
 
 // ---- element values: small integers (halves after PreMulSum), exact in every type ----
@@ -385,55 +241,32 @@ void ringCollectivesAllTypes() {
   }
 }
 
-// Disabled for now: LL128 passed once in 3 s, but on the loaded 2-core machine (load average 8-26)
-// both exceeded the 120 s launch limit (slowness of ~200 spinning emulated threads or a hang:
-// not settled). Run with --gtest_also_run_disabled_tests on an idle machine.
+// Disabled: not a timing problem (session 3, with host_emu's waiting threads asleep). LL timed out
+// every time under load with its receivers waiting on lines that were never written (see the LL
+// SendRecv test below); LL128 gave wrong results in 1 of 3 runs ("func 1 type 2 op 3 count 305
+// rank 0 element 81: got 0 want -2": an unwritten element), passing in ~5 s otherwise.
+// Run with --gtest_also_run_disabled_tests.
 TEST(FlagProtoEmu, DISABLED_LLRingCollectivesAllTypesAcrossLaunches) { ringCollectivesAllTypes<LLProto>(); }
 TEST(FlagProtoEmu, DISABLED_LL128RingCollectivesAllTypesAcrossLaunches) { ringCollectivesAllTypes<LL128Proto>(); }
 
 template <typename P>
 void sendRecvAllToAll() {
-  const int n = 3, nCh = 2;
-  EmuComm comm(n, nCh);
-  const uint64_t count = 5001;  // bytes per pair
-  std::vector<AlignedBytes> in, out;
-  for (int r = 0; r < n; r++) {
-    in.emplace_back(n * count + 64);
-    out.emplace_back(n * count + 64);
-    for (uint64_t i = 0; i < n * count + 64; i++) in[r].get()[i] = char(r * 31 + i * 7);
-  }
-  Works works(n, std::vector<std::vector<DevWork>>(nCh));
-  for (int r = 0; r < n; r++)
-    for (int d = 0; d < n; d++) {
-      int to = (r + d) % n, from = (r - d + n) % n;
-      for (int c = 0; c < nCh; c++) {
-        ElemRange part = channelPart(count, nCh, c, 1);
-        DevWork w{};
-        w.func = kFuncSendRecv;
-        w.dataType = kUint8;
-        w.sendBuff = in[r].get() + 1 + to * count;  // unaligned on both sides
-        w.recvBuff = out[r].get() + 3 + from * count;
-        w.sendPeer = to;
-        w.recvPeer = from;
-        w.chanOffset = w.recvOffset = part.offset;
-        w.chanCount = w.recvCount = part.count;
-        works[r][c].push_back(w);
-      }
-    }
-  ASSERT_TRUE(comm.launch<P>(works, 120));
-  for (int r = 0; r < n; r++)
-    for (int from = 0; from < n; from++)
-      for (uint64_t i = 0; i < count; i++)
-        ASSERT_EQ(out[r].get()[3 + from * count + i], in[from].get()[1 + r * count + i]) << r << " " << from << " " << i;
+  EmuComm comm(3, 2);
+  emutest::AllToAll a2a(3, 2, 5001, 1, 3, 0);  // 5001 bytes per pair, unaligned on both sides
+  ASSERT_TRUE(comm.launch<P>(a2a.works, 120));
+  EXPECT_EQ(a2a.check(), "");
   EXPECT_EQ(comm.checkLinks(false), "");
 }
 
-// Passed 16 of 16 runs alone (0.2 s) but timed out under ctest -j2 at load average 26: disabled
-// until the emulated flag spins are made cheaper (see the ring tests above).
+// Disabled: a hang that load only makes likely (passed 16 of 16 runs on an idle machine, timed
+// out in each of 7 runs at load 15-60). In the hung state the senders have finished (their
+// ConnInfo.step is 3) but some packs of step 0 were never written: e.g. packs 6, 7, 14 and 15 of
+// the slot (threads 6, 7, 14, 15 of the 16-thread send group: lanes 2-3 of warps 1 and 3) stay
+// zero while pack 0 carries flag 1 and slot 1 flag 2, so the receivers of those packs wait for
+// ever. Not settled whether LLPrims or the emulation loses the writes.
 TEST(FlagProtoEmu, DISABLED_LLSendRecvAllToAllWithSelf) { sendRecvAllToAll<LLProto>(); }
-// LL128 SendRecv is not run here yet: under the host emulation, items with both parts (two warp
-// groups) fail intermittently (a line's flag seen before other lanes' parts), and a send item
-// followed by a receive item on all warps hung once; not understood yet (see the branch report).
+// Disabled: failed 4 of 12 runs (one: "rank 0 from 2 byte 3200"; 0.25 s a run): items
+// with both parts (two warp groups) lose data, as noted when it was written; not understood yet.
 // The GPU harness runs these cases.
 TEST(FlagProtoEmu, DISABLED_LL128SendRecvAllToAllWithSelf) { sendRecvAllToAll<LL128Proto>(); }
 

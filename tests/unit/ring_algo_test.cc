@@ -1,18 +1,15 @@
 // The device ring and SendRecv algorithms (device/algo/*.cuh) run on the CPU against a mock
-// protocol: one thread per (rank, channel), connections of kSteps slots sliced exactly as the
-// Simple protocol slices them, a slice taken only when its input is there AND its output slot is
-// free (as the device's sync warp does). Checks results, that both ends of every connection cut
+// protocol (mock_prims.h): one thread per (rank, channel), connections of kSteps slots sliced
+// exactly as the Simple protocol slices them, a slice taken only when its input is there AND its
+// output slot is free (as the device's sync warp does). Checks results, that both ends of every connection cut
 // the same slices, that every sent slice is consumed, and that nothing deadlocks.
 #include "device/algo/ring.cuh"
 #include "device/algo/sendrecv.cuh"
+#include "mock_prims.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -22,97 +19,11 @@
 namespace weft::dev {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr int64_t kPoison = -777777777;
 
-// All connections of a simulated communicator: queue (channel, src, dst) holds sent slices.
-struct Fabric {
-  Fabric(int n, int nCh) : n(n), links(size_t(n) * n * nCh) {}
-  std::deque<std::vector<int64_t>>& link(int ch, int src, int dst) { return links[(size_t(ch) * n + src) * n + dst]; }
-  int n;
-  std::mutex m;
-  std::condition_variable cv;
-  std::vector<std::deque<std::vector<int64_t>>> links;
-  bool dead = false;
-  std::string error;
-  Clock::time_point deadline = Clock::now() + std::chrono::seconds(20);
-  void fail(const std::string& e) {
-    if (error.empty()) error = e;
-    dead = true;
-    cv.notify_all();
-  }
-};
-
-struct MockFn {
-  bool pre = false;   // PreMulSum-like: own input * 3
-  bool post = false;  // SumPostDiv-like: final value + 1000
-};
-
-class MockPrims {
- public:
-  MockPrims(Fabric* f, int ch, int rank, int recvPeer, int sendPeer, const int64_t* in, int64_t* out,
-            uint64_t chunkElems, uint64_t stepBytes, MockFn fn)
-      : f_(f), ch_(ch), rank_(rank), recvPeer_(recvPeer), sendPeer_(sendPeer), in_(in), out_(out), fn_(fn) {
-    slice_ = (int64_t)simpleSliceElems(chunkElems, stepBytes, sizeof(int64_t));
-  }
-  void send(int64_t i, int64_t n) { op(true, false, true, false, false, i, 0, n); }
-  void recv(int64_t o, int64_t n) { op(false, true, false, true, false, 0, o, n); }
-  void recvReduceSend(int64_t i, int64_t n) { op(true, true, true, false, false, i, 0, n); }
-  void recvReduceCopy(int64_t i, int64_t o, int64_t n) { op(false, true, true, true, true, i, o, n); }
-  void recvReduceCopySend(int64_t i, int64_t o, int64_t n) { op(true, true, true, true, true, i, o, n); }
-  void recvCopySend(int64_t o, int64_t n) { op(true, true, false, true, false, 0, o, n); }
-  void copySend(int64_t i, int64_t o, int64_t n) { op(true, false, true, true, false, i, o, n); }
-  void localCopy(int64_t i, int64_t o, int64_t n) {
-    for (int64_t e = 0; e < n; e++) out_[o + e] = post(pre(in_[i + e]));
-  }
-
- private:
-  int64_t pre(int64_t v) const { return fn_.pre ? v * 3 : v; }
-  int64_t post(int64_t v) const { return fn_.post ? v + 1000 : v; }
-
-  void op(bool doSend, bool doRecv, bool srcIn, bool dstOut, bool isFinal, int64_t inOff, int64_t outOff, int64_t n) {
-    if ((doSend && sendPeer_ < 0) || (doRecv && recvPeer_ < 0)) {
-      std::lock_guard<std::mutex> lk(f_->m);
-      f_->fail("rank " + std::to_string(rank_) + " uses a connection the runner did not give it");
-      return;
-    }
-    for (int64_t done = 0; done < n; done += slice_) {
-      int64_t len = std::min(slice_, n - done);
-      std::unique_lock<std::mutex> lk(f_->m);
-      auto* rq = doRecv ? &f_->link(ch_, recvPeer_, rank_) : nullptr;
-      auto* sq = doSend ? &f_->link(ch_, rank_, sendPeer_) : nullptr;
-      auto ready = [&] { return f_->dead || ((!rq || !rq->empty()) && (!sq || sq->size() < size_t(kSteps))); };
-      if (!f_->cv.wait_until(lk, f_->deadline, ready)) f_->fail("deadlock (rank " + std::to_string(rank_) + ")");
-      if (f_->dead) return;
-      std::vector<int64_t> data(len);
-      if (rq) {
-        if ((int64_t)rq->front().size() != len) {
-          f_->fail("slice size mismatch at rank " + std::to_string(rank_) + ": got " +
-                   std::to_string(rq->front().size()) + " expected " + std::to_string(len));
-          return;
-        }
-        data = rq->front();
-        rq->pop_front();
-      }
-      for (int64_t e = 0; e < len; e++) {
-        int64_t v = rq ? data[e] : 0;
-        if (srcIn) v = rq ? v + pre(in_[inOff + done + e]) : pre(in_[inOff + done + e]);
-        if (isFinal) v = post(v);
-        data[e] = v;
-        if (dstOut) out_[outOff + done + e] = v;
-      }
-      if (sq) sq->push_back(std::move(data));
-      f_->cv.notify_all();
-    }
-  }
-
-  Fabric* f_;
-  int ch_, rank_, recvPeer_, sendPeer_;
-  const int64_t* in_;
-  int64_t* out_;
-  MockFn fn_;
-  int64_t slice_;
-};
+using Fabric = mock::MockFabric;
+using mock::MockFn;
+using mock::MockPrims;
 
 struct CollCase {
   int func;
@@ -207,8 +118,7 @@ std::string runCollective(const CollCase& c, std::mt19937& rng) {
     }
   for (auto& t : threads) t.join();
   if (!fabric.error.empty()) return fabric.error;
-  for (auto& q : fabric.links)
-    if (!q.empty()) return "a sent slice was never received";
+  if (!fabric.allConsumed()) return "a sent slice was never received";
   // Reference.
   auto pre = [&](int64_t v) { return c.fn.pre ? v * 3 : v; };
   auto post = [&](int64_t v) { return c.fn.post ? v + 1000 : v; };

@@ -7,12 +7,11 @@
 // on both ends of every link), freedom from deadlock, and the abort path.
 #define WEFT_ARCH_HOST_EMULATION 1
 #include "device/kernel_body.cuh"
+#include "emu_launch.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
-#include <memory>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,156 +21,26 @@ namespace {
 
 constexpr uint32_t kStep = kSimpleMinStepBytes;  // small steps: many slices, wrapping slots
 
-struct AlignedBytes {
-  explicit AlignedBytes(size_t n) : raw(n + 64, 0) {}
-  char* get() { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) & ~uintptr_t(63)); }
-  std::vector<char> raw;
-};
+using emutest::AlignedBytes;
+using emutest::Works;
 
-class EmuComm {
+// The ring communicator with Simple buffers only; items run through the ring and SendRecv runners
+// with a few functors (kernel_dispatch.cuh's every-type dispatch is flag_proto_test.cc's).
+class EmuComm : public emutest::EmuRingComm {
  public:
-  EmuComm(int n, int nCh) : n_(n), nCh_(nCh), comms_(n), peers_(n), rings_(nCh), counters_(size_t(2) * n * n * nCh) {
-    for (int c = 0; c < nCh; c++) {
-      for (int i = 0; i < n; i++) rings_[c].push_back(c % 2 ? n - 1 - i : i);
-    }
-    for (int r = 0; r < n; r++) {
-      comms_[r] = std::make_unique<DevComm>();
-      DevComm& d = *comms_[r];
-      d = DevComm{};
-      d.rank = r;
-      d.nRanks = n;
-      d.nChannels = nCh;
-      d.abortFlag = &abortFlag_;
-      peers_[r].resize(nCh);
-      for (int c = 0; c < nCh; c++) {
-        peers_[r][c].assign(n, DevPeer{});
-        int pos = 0;
-        for (int i = 0; i < n; i++)
-          if (rings_[c][i] == r) pos = i;
-        d.channels[c].ring.prev = rings_[c][(pos - 1 + n) % n];
-        d.channels[c].ring.next = rings_[c][(pos + 1) % n];
-        d.channels[c].ring.index = pos;
-        d.channels[c].ring.userRanks = rings_[c].data();
-        d.channels[c].peers = peers_[r][c].data();
-      }
-    }
-    for (int c = 0; c < nCh; c++)
-      for (int s = 0; s < n; s++)
-        for (int r = 0; r < n; r++) {
-          if (s == r) continue;
-          buffers_.emplace_back(size_t(kSteps) * kStep);
-          char* buf = buffers_.back().get();
-          uint64_t* tail = &counters_[((size_t(c) * n + s) * n + r) * 2];
-          uint64_t* head = tail + 1;
-          ConnInfo& snd = peers_[s][c][r].send;
-          snd.buffs[kProtoSimple] = buf;
-          snd.stepBytes[kProtoSimple] = kStep;
-          snd.tail = tail;
-          snd.head = head;
-          ConnInfo& rcv = peers_[r][c][s].recv;
-          rcv.buffs[kProtoSimple] = buf;
-          rcv.stepBytes[kProtoSimple] = kStep;
-          rcv.tail = tail;
-          rcv.head = head;
-        }
-  }
-
-  int nRanks() const { return n_; }
-  int nChannels() const { return nCh_; }
-  void setAbort() { __atomic_store_n(&abortFlag_, 1u, __ATOMIC_RELAXED); }
+  EmuComm(int n, int nCh) : EmuRingComm(n, nCh, {0, 0, (int)kStep}) {}
 
   // Launches every rank that has items: works[rank][channel] go through the rank's work FIFO
   // (64 slots, so successive launches wrap it) to the kernel body, one emulated block per
   // channel with items. False if it did not finish in time (the abort flag was then raised and
   // every block left). Also checks the FIFO-consumed protocol.
-  bool launch(const std::vector<std::vector<std::vector<DevWork>>>& works, double seconds, bool* exitedAfterAbort) {
-    std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
-    std::vector<std::unique_ptr<SimpleKernelSmem>> smems;
-    std::vector<std::thread> threads;
-    std::atomic<int> running{0};
-    fifo_.resize(n_);
-    std::vector<DevKernelArgs> args(n_);
-    for (int r = 0; r < n_; r++) {
-      fifo_[r].resize(kFifoSlots);
-      DevKernelArgs& a = args[r];
-      a = DevKernelArgs{};
-      a.comm = comms_[r].get();
-      a.works = fifo_[r].data();
-      a.worksMask = kFifoSlots - 1;
-      a.fifoConsumedValue = ++launches_;
-      a.fifoConsumed = &consumed_[r];
-      a.blockArrivals = &arrivals_[r];
-      for (int c = 0; c < nCh_; c++) {
-        if (works[r][c].empty()) continue;
-        a.blocks[a.nBlocks] = DevKernelArgs::Block{fifoHead_[r], (uint16_t)works[r][c].size(), (uint8_t)c, 0};
-        for (const DevWork& w : works[r][c]) fifo_[r][fifoHead_[r]++ & (kFifoSlots - 1)] = w;
-        a.nBlocks++;
-      }
-      for (uint32_t b = 0; b < a.nBlocks; b++) {
-        blocks.push_back(std::make_unique<arch::EmuBlock>(kSimpleThreads));
-        smems.push_back(std::make_unique<SimpleKernelSmem>());
-        arch::EmuBlock* blk = blocks.back().get();
-        SimpleKernelSmem* smem = smems.back().get();
-        const DevKernelArgs* ap = &args[r];
-        for (int t = 0; t < kSimpleThreads; t++) {
-          running++;
-          threads.emplace_back([&running, ap, b, t, blk, smem] {
-            arch::threadIdx.x = t;
-            arch::threadIdx.block = blk;
-            simpleKernelBody(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
-            running--;
-          });
-        }
-      }
-    }
-    auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    bool finished = true;
-    while (running > 0) {
-      if (finished && elapsed() > seconds) {
-        finished = false;
-        setAbort();
-        start = std::chrono::steady_clock::now();
-        seconds = 30;
-      } else if (!finished && elapsed() > seconds) {
-        std::fprintf(stderr, "blocks did not leave after the abort flag\n");
-        std::abort();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    for (auto& t : threads) t.join();
-    for (int r = 0; r < n_; r++) {
-      if (args[r].nBlocks == 0) continue;
-      EXPECT_EQ(consumed_[r], args[r].fifoConsumedValue) << "rank " << r << ": FIFO slots not released";
-      EXPECT_EQ(arrivals_[r], 0u) << "rank " << r << ": arrival counter not reset";
-    }
-    if (exitedAfterAbort) *exitedAfterAbort = !finished;
-    return finished;
+  bool launch(const Works& works, double seconds) {
+    return EmuRingComm::launch<kSimpleThreads, SimpleShared>(
+        works, seconds, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
   }
 
   // Both ends of every link agree: sender's and receiver's step, tail and head.
-  std::string checkLinks() const {
-    for (int c = 0; c < nCh_; c++)
-      for (int s = 0; s < n_; s++)
-        for (int r = 0; r < n_; r++) {
-          if (s == r) continue;
-          const ConnInfo& snd = peers_[s][c][r].send;
-          const ConnInfo& rcv = peers_[r][c][s].recv;
-          if (snd.step != rcv.step || *snd.tail != snd.step || *snd.head != snd.step)
-            return "link " + std::to_string(s) + "->" + std::to_string(r) + " ch " + std::to_string(c) +
-                   ": send.step " + std::to_string(snd.step) + " recv.step " + std::to_string(rcv.step) + " tail " +
-                   std::to_string(*snd.tail) + " head " + std::to_string(*snd.head);
-        }
-    return "";
-  }
-
-  uint64_t totalSteps() const {
-    uint64_t t = 0;
-    for (int r = 0; r < n_; r++)
-      for (int c = 0; c < nCh_; c++)
-        for (int p = 0; p < n_; p++) t += peers_[r][c][p].send.step;
-    return t;
-  }
+  std::string checkLinks() const { return EmuRingComm::checkLinks(true); }
 
  private:
   static void runItem(const DevWork& w, const WorkEnv& env) {
@@ -181,23 +50,7 @@ class EmuComm {
     if (w.redOp == kRedSumPostDiv) return runRingColl<FnSumPostDiv<int32_t>>(w, env);
     return runRingColl<FnSum<float>>(w, env);
   }
-
-  static constexpr uint32_t kFifoSlots = 64;
-  int n_, nCh_;
-  uint32_t launches_ = 0;
-  std::vector<std::vector<DevWork>> fifo_;
-  std::vector<uint32_t> fifoHead_ = std::vector<uint32_t>(64, 60);  // starts near the wrap
-  uint32_t consumed_[64] = {};
-  uint32_t arrivals_[64] = {};
-  std::vector<std::unique_ptr<DevComm>> comms_;
-  std::vector<std::vector<std::vector<DevPeer>>> peers_;  // [rank][channel][peer]
-  std::vector<std::vector<int32_t>> rings_;
-  std::vector<uint64_t> counters_;
-  std::vector<AlignedBytes> buffers_;
-  uint32_t abortFlag_ = 0;
 };
-
-using Works = std::vector<std::vector<std::vector<DevWork>>>;
 
 struct Coll {
   Coll(int func, uint64_t count, int root = 0, bool inPlace = false, int redOp = kRedSum, uint64_t chunk = 0)
@@ -307,7 +160,7 @@ TEST(SimpleProtoEmu, RingCollectivesAcrossLaunches) {
                                  {kFuncReduceScatter, 1000, 0, true}, {kFuncAllReduce, 1}};
       Works works(n, std::vector<std::vector<DevWork>>(2));
       for (auto& k : colls) addColl(comm, k, works, rng);
-      ASSERT_TRUE(comm.launch(works, 60, nullptr)) << "deadlock with " << n << " ranks, launch " << launch;
+      ASSERT_TRUE(comm.launch(works, 60)) << "deadlock with " << n << " ranks, launch " << launch;
       for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << n << " ranks, launch " << launch;
       ASSERT_EQ(comm.checkLinks(), "") << n << " ranks";
     }
@@ -318,40 +171,10 @@ TEST(SimpleProtoEmu, RingCollectivesAcrossLaunches) {
 }
 
 TEST(SimpleProtoEmu, SendRecvAllToAllWithSelf) {
-  const int n = 3, nCh = 2;
-  EmuComm comm(n, nCh);
-  const uint64_t count = 5000;  // bytes per pair
-  std::vector<AlignedBytes> in, out;
-  for (int r = 0; r < n; r++) {
-    in.emplace_back(n * count + 64);
-    out.emplace_back(n * count + 64);
-    for (uint64_t i = 0; i < n * count; i++) in[r].get()[i] = char(r * 31 + i * 7);
-  }
-  Works works(n, std::vector<std::vector<DevWork>>(nCh));
-  for (int r = 0; r < n; r++)
-    for (int d = 0; d < n; d++) {
-      int to = (r + d) % n, from = (r - d + n) % n;
-      for (int c = 0; c < nCh; c++) {
-        ElemRange part = channelPart(count, nCh, c, 1);
-        DevWork w{};
-        w.func = kFuncSendRecv;
-        w.proto = kProtoSimple;
-        w.dataType = kUint8;
-        w.sendBuff = in[r].get() + to * count;
-        w.recvBuff = out[r].get() + from * count;
-        w.sendPeer = to;
-        w.recvPeer = from;
-        w.chanOffset = w.recvOffset = part.offset;
-        w.chanCount = w.recvCount = part.count;
-        w.chunkElems = 1000;
-        works[r][c].push_back(w);
-      }
-    }
-  ASSERT_TRUE(comm.launch(works, 60, nullptr));
-  for (int r = 0; r < n; r++)
-    for (int from = 0; from < n; from++)
-      for (uint64_t i = 0; i < count; i++)
-        ASSERT_EQ(out[r].get()[from * count + i], in[from].get()[r * count + i]) << r << " " << from << " " << i;
+  EmuComm comm(3, 2);
+  emutest::AllToAll a2a(3, 2, 5000, 0, 0, 1000);  // 5000 bytes per pair, chunks of 1000
+  ASSERT_TRUE(comm.launch(a2a.works, 60));
+  EXPECT_EQ(a2a.check(), "");
   EXPECT_EQ(comm.checkLinks(), "");
 }
 
@@ -369,9 +192,7 @@ TEST(SimpleProtoEmu, AbortEndsAWaitForASilentPeer) {
   w.recvCount = 40000;
   w.chunkElems = 8192;
   works[0][0].push_back(w);  // rank 1 never sends
-  bool aborted = false;
-  EXPECT_FALSE(comm.launch(works, 0.1, &aborted));
-  EXPECT_TRUE(aborted);
+  EXPECT_FALSE(comm.launch(works, 0.1));  // and every block left after the abort
 }
 
 }  // namespace

@@ -1,27 +1,23 @@
-// The Tree AllReduce (device/algo/tree.cuh) on the CPU against a mock protocol. As on the device,
-// every (rank, channel) runs the algorithm in two threads: one plays the warps of the whole block
-// and of the reduce-up group, the other those of the broadcast-down group, each executing only the
-// primitives of its own groups, concurrently. Connections hold kSteps slices sliced as Simple
-// slices them; a slice moves only when its input is there and its output slot is free. Checks
-// exact results, that both ends of a connection cut the same slices, that every slice is
-// consumed, and that nothing deadlocks: chains (one node), and chains joined by the double binary
-// tree (several nodes, heads with up to three children).
-// Note: each FakeUse call builds and drops its own FakePrims; the device's per-group barrier
+// The Tree AllReduce (device/algo/tree.cuh) on the CPU against a mock protocol (mock_prims.h).
+// As on the device, every (rank, channel) runs the algorithm in two threads: one plays the warps
+// of the whole block and of the reduce-up group, the other those of the broadcast-down group,
+// each executing only the primitives of its own groups, concurrently. Connections hold kSteps
+// slices sliced as Simple slices them; a slice moves only when its input is there and its output
+// slot is free. Checks exact results, that both ends of a connection cut the same slices, that
+// every slice is consumed, and that nothing deadlocks: chains (one node), and chains joined by
+// the double binary tree (several nodes, heads with up to three children).
+// Note: each FakeUse call builds and drops its own MockPrims; the device's per-group barrier
 // between objects has no counterpart here (the fake keeps no per-object step state).
 #include "device/algo/tree.cuh"
+#include "mock_prims.h"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <map>
-#include <mutex>
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "graph/channels.h"
@@ -31,82 +27,13 @@ namespace {
 
 constexpr int64_t kUnset = -99999999;
 
-// Slices in flight on every connection of a simulated communicator.
-struct Wires {
-  std::mutex m;
-  std::condition_variable cv;
-  std::map<std::tuple<int, int, int>, std::deque<std::vector<int64_t>>> q;  // (channel, from, to)
-  std::string error;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);  // generous: CI machines are loaded
-  void fail(const std::string& e) {
-    if (error.empty()) error = e;
-    cv.notify_all();
-  }
-};
-
-// pre: the own input times 3 (a PreMulSum stand-in); post: the result plus 1000 (SumPostDiv).
-struct Ops {
-  bool pre, post;
-};
-
-class FakePrims {
- public:
-  FakePrims(Wires* w, int ch, int rank, int from, int to, const int64_t* in, int64_t* out, uint64_t chunk,
-            uint64_t stepBytes, Ops ops)
-      : w_(w), ch_(ch), rank_(rank), from_(from), to_(to), in_(in), out_(out), ops_(ops),
-        slice_((int64_t)simpleSliceElems(chunk, stepBytes, sizeof(int64_t))) {}
-
-  void send(int64_t i, int64_t n) { move(false, true, true, false, false, i, 0, n); }
-  void recv(int64_t o, int64_t n) { move(true, false, false, true, false, 0, o, n); }
-  void recvReduceSend(int64_t i, int64_t n) { move(true, true, true, false, false, i, 0, n); }
-  void recvReduceCopy(int64_t i, int64_t o, int64_t n) { move(true, false, true, true, true, i, o, n); }
-  void recvReduceCopySend(int64_t i, int64_t o, int64_t n) { move(true, true, true, true, true, i, o, n); }
-  void recvCopySend(int64_t o, int64_t n) { move(true, true, false, true, false, 0, o, n); }
-  void localCopy(int64_t i, int64_t o, int64_t n) {
-    for (int64_t e = 0; e < n; e++) out_[o + e] = fin(own(in_[i + e]));
-  }
-
- private:
-  int64_t own(int64_t v) const { return ops_.pre ? 3 * v : v; }
-  int64_t fin(int64_t v) const { return ops_.post ? v + 1000 : v; }
-
-  void move(bool rx, bool tx, bool useIn, bool toOut, bool last, int64_t inOff, int64_t outOff, int64_t n) {
-    std::unique_lock<std::mutex> lk(w_->m);
-    if ((rx && from_ < 0) || (tx && to_ < 0)) return w_->fail("rank " + std::to_string(rank_) + ": missing peer");
-    auto* rq = rx ? &w_->q[{ch_, from_, rank_}] : nullptr;
-    auto* sq = tx ? &w_->q[{ch_, rank_, to_}] : nullptr;
-    for (int64_t done = 0; done < n; done += slice_) {
-      const int64_t len = std::min(slice_, n - done);
-      auto ready = [&] { return !w_->error.empty() || ((!rq || !rq->empty()) && (!sq || sq->size() < size_t(kSteps))); };
-      if (!w_->cv.wait_until(lk, w_->deadline, ready)) w_->fail("deadlock at rank " + std::to_string(rank_));
-      if (!w_->error.empty()) return;
-      std::vector<int64_t> v(len, 0);
-      if (rq) {
-        if ((int64_t)rq->front().size() != len) return w_->fail("slice sizes differ at rank " + std::to_string(rank_));
-        v = rq->front();
-        rq->pop_front();
-      }
-      for (int64_t e = 0; e < len; e++) {
-        if (useIn) v[e] = (rq ? v[e] : 0) + own(in_[inOff + done + e]);
-        if (last) v[e] = fin(v[e]);
-        if (toOut) out_[outOff + done + e] = v[e];
-      }
-      if (sq) sq->push_back(std::move(v));
-      w_->cv.notify_all();
-    }
-  }
-
-  Wires* w_;
-  int ch_, rank_, from_, to_;
-  const int64_t* in_;
-  int64_t* out_;
-  Ops ops_;
-  int64_t slice_;
-};
+using mock::MockFabric;
+using mock::MockPrims;
+using Ops = mock::MockFn;  // pre: the own input times 3 (PreMulSum); post: the result plus 1000 (SumPostDiv)
 
 // One thread's view of treeAllReduce's `use`: runs the primitives of the groups it plays.
 struct FakeUse {
-  Wires* wires;
+  MockFabric* wires;
   int ch, rank;
   bool playsUpAndAll;  // else: plays the Down group
   const int64_t* in;
@@ -117,7 +44,7 @@ struct FakeUse {
   void operator()(int group, int from, int to, int role, bool inputIsOutput, Body&& body) {
     if ((group == kTreeGroupDown) == playsUpAndAll) return;
     Ops r{ops.pre && (role == kTreeFnFull || role == kTreeFnFirst), ops.post && (role == kTreeFnFull || role == kTreeFnLast)};
-    FakePrims p(wires, ch, rank, from, to, inputIsOutput ? out : in, out, chunk, stepBytes, r);
+    MockPrims p(wires, ch, rank, from, to, inputIsOutput ? out : in, out, chunk, stepBytes, r);
     body(p);
   }
 };
@@ -178,7 +105,7 @@ std::string run(const Case& k, std::mt19937& rng) {
     in[r] = mem[r].data();
     out[r] = mem[r].data() + (k.inPlace ? 0 : k.count);
   }
-  Wires wires;
+  MockFabric wires(n, nCh);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; r++)
     for (int c = 0; c < nCh; c++) {
@@ -204,8 +131,7 @@ std::string run(const Case& k, std::mt19937& rng) {
     }
   for (auto& t : threads) t.join();
   if (!wires.error.empty()) return wires.error;
-  for (auto& [key, q] : wires.q)
-    if (!q.empty()) return "slices left on a connection";
+  if (!wires.allConsumed()) return "slices left on a connection";
   for (int r = 0; r < n; r++)
     for (uint64_t i = 0; i < k.count; i++) {
       int64_t want = 0;

@@ -7,19 +7,17 @@
 #define WEFT_ARCH_HOST_EMULATION 1
 #include "device/coll/run_tree.cuh"
 #include "device/kernel_body.cuh"
+#include "emu_launch.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace weft::dev {
@@ -28,6 +26,7 @@ namespace {
 constexpr uint32_t kStepBytes = kSimpleMinStepBytes;  // 1024 floats a step: many slices
 
 using TreeOf = std::vector<DevTree>;  // indexed by rank
+using emutest::Works;
 
 DevTree at(int up, int d0 = -1, int d1 = -1, int d2 = -1) { return DevTree{up, {d0, d1, d2}}; }
 
@@ -70,14 +69,11 @@ class TreeFabric {
   int nRanks() const { return n_; }
   int nChannels() const { return nCh_; }
 
-  // One launch: works[r][c] run in order by rank r's block for channel c. False on a timeout.
-  bool launch(const std::vector<std::vector<std::vector<DevWork>>>& works, double seconds) {
+  // One launch: works[r][c] run in order by rank r's block for channel c (no FIFO: the items lie
+  // flat). False on a timeout (the abort flag was then raised and every block left).
+  bool launch(const Works& works, double seconds) {
     std::vector<DevKernelArgs> args(n_);
     std::vector<std::vector<DevWork>> flat(n_);
-    std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
-    std::vector<std::unique_ptr<SimpleKernelSmem>> smems;
-    std::vector<std::thread> threads;
-    std::atomic<int> running{0};
     for (int r = 0; r < n_; r++) {
       DevKernelArgs& a = args[r];
       a = DevKernelArgs{};
@@ -90,34 +86,10 @@ class TreeFabric {
       }
       a.works = flat[r].data();
     }
-    for (int r = 0; r < n_; r++)
-      for (uint32_t b = 0; b < args[r].nBlocks; b++) {
-        blocks.push_back(std::make_unique<arch::EmuBlock>(kSimpleThreads));
-        smems.push_back(std::make_unique<SimpleKernelSmem>());
-        arch::EmuBlock* blk = blocks.back().get();
-        SimpleKernelSmem* smem = smems.back().get();
-        const DevKernelArgs* ap = &args[r];
-        for (int t = 0; t < kSimpleThreads; t++) {
-          running++;
-          threads.emplace_back([&running, ap, b, t, blk, smem] {
-            arch::threadIdx.x = t;
-            arch::threadIdx.block = blk;
-            simpleKernelBody(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
-            running--;
-          });
-        }
-      }
-    auto start = std::chrono::steady_clock::now();
-    bool finished = true;
-    while (running > 0) {
-      if (finished && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(seconds)) {
-        finished = false;
-        __atomic_store_n(&abort_, 1u, __ATOMIC_RELAXED);  // every wait gives up; blocks leave
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    for (auto& t : threads) t.join();
-    return finished;
+    return emutest::runBlocks<kSimpleThreads, SimpleKernelSmem>(
+        args, &abort_, seconds, [](const DevKernelArgs& a, int b, SimpleKernelSmem& smem) {
+          simpleKernelBody(a, b, smem, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
+        });
   }
 
   // Both ends of every connection agree: sender's and receiver's step, tail and head.
@@ -166,8 +138,6 @@ class TreeFabric {
   std::vector<std::unique_ptr<DevComm>> comms_;
   uint32_t abort_ = 0;
 };
-
-using Works = std::vector<std::vector<std::vector<DevWork>>>;
 
 // One AllReduce: float sum, float PreMulSum by 0.5, or int32 SumPostDiv by nRanks; small integer
 // inputs, so every result is exact.

@@ -4,6 +4,7 @@
 // (kWarpSize 4, 32 threads) so that a CPU can run several ranks' blocks at once.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -80,26 +81,63 @@ inline T* unv(volatile T* p) { return const_cast<T*>(p); }
 template <typename T>
 inline T* unv(const volatile T* p) { return const_cast<T*>(p); }
 
-inline uint64_t ldAcquireSys(const volatile uint64_t* p) {
-  std::this_thread::yield();  // every spin loop polls through here
+// Spin loops poll through the loads marked "poll" below. A thread that keeps polling without
+// storing anything is waiting for another one: after kPollsBeforeSleep polls in a row it sleeps a
+// little at each poll instead of yielding. Blocks are hundreds of OS threads; if the waiting ones
+// stayed runnable, on a loaded 2-core machine they would take most of the CPU from the few that
+// have work, and a test that takes a second alone could take minutes. Every store ends the streak.
+constexpr int kPollsBeforeSleep = 64;
+inline thread_local int pollStreak = 0;
+inline void pollPause() {
+  if (++pollStreak < kPollsBeforeSleep) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+inline void stored() { pollStreak = 0; }
+
+inline uint64_t ldAcquireSys(const volatile uint64_t* p) {  // poll
+  pollPause();
   return __atomic_load_n(unv(p), __ATOMIC_ACQUIRE);
 }
-inline uint64_t ldRelaxedSys(const volatile uint64_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
+inline uint64_t ldRelaxedSys(const volatile uint64_t* p) {  // poll
+  pollPause();
+  return __atomic_load_n(unv(p), __ATOMIC_RELAXED);
+}
 inline uint32_t ldRelaxedSys(const volatile uint32_t* p) { return __atomic_load_n(unv(p), __ATOMIC_RELAXED); }
-inline void stRelaxedSys(volatile uint64_t* p, uint64_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELAXED); }
-inline void stReleaseSys(volatile uint32_t* p, uint32_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELEASE); }
-inline void stReleaseSys(volatile uint64_t* p, uint64_t v) { __atomic_store_n(unv(p), v, __ATOMIC_RELEASE); }
+inline void stRelaxedSys(volatile uint64_t* p, uint64_t v) {
+  stored();
+  __atomic_store_n(unv(p), v, __ATOMIC_RELAXED);
+}
+inline void stReleaseSys(volatile uint32_t* p, uint32_t v) {
+  stored();
+  __atomic_store_n(unv(p), v, __ATOMIC_RELEASE);
+}
+inline void stReleaseSys(volatile uint64_t* p, uint64_t v) {
+  stored();
+  __atomic_store_n(unv(p), v, __ATOMIC_RELEASE);
+}
 inline void fenceAcqRelSys() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void fenceAcqRelGpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline uint32_t atomicAddAcqRelGpu(uint32_t* p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
-inline void stRelaxedGpu(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-inline uint32_t ldAcquireCtaShared(const uint32_t* p) {
-  std::this_thread::yield();
+inline uint32_t atomicAddAcqRelGpu(uint32_t* p, uint32_t v) {
+  stored();
+  return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+inline void stRelaxedGpu(uint32_t* p, uint32_t v) {
+  stored();
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+inline uint32_t ldAcquireCtaShared(const uint32_t* p) {  // poll
+  pollPause();
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 inline uint32_t ldVolatileShared(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-inline void stVolatileShared(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-inline void redAddReleaseCtaShared(uint32_t* p, uint32_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+inline void stVolatileShared(uint32_t* p, uint32_t v) {
+  stored();
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+inline void redAddReleaseCtaShared(uint32_t* p, uint32_t v) {
+  stored();
+  __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+}
 
 struct alignas(16) Pack16 {
   uint32_t w[4];
@@ -121,6 +159,7 @@ inline Pack16 ld16(const void* p) {
 }
 inline void st16(void* p, const Pack16& v) {
   if (reinterpret_cast<uintptr_t>(p) % 16) std::abort();
+  stored();
   std::memcpy(p, &v, 16);
 }
 template <int Bytes>
@@ -133,6 +172,7 @@ inline uint64_t ldN(const void* p) {
 template <int Bytes>
 inline void stN(void* p, uint64_t v) {
   if (reinterpret_cast<uintptr_t>(p) % Bytes) std::abort();
+  stored();
   std::memcpy(p, &v, Bytes);
 }
 inline void trap() { std::abort(); }
@@ -156,12 +196,13 @@ inline std::mutex& lineLock(const void* p) {
   static std::mutex locks[64];
   return locks[(reinterpret_cast<uintptr_t>(p) >> 4) % 64];
 }
-inline Pack16 ldLine16(const void* p) {
-  std::this_thread::yield();  // receivers spin through here
+inline Pack16 ldLine16(const void* p) {  // poll
+  pollPause();
   std::lock_guard<std::mutex> lk(lineLock(p));
   return ld16(p);
 }
 inline void stLine16(void* p, const Pack16& v) {
+  stored();
   std::lock_guard<std::mutex> lk(lineLock(p));
   st16(p, v);
 }
@@ -170,11 +211,11 @@ inline void stLine16(void* p, const Pack16& v) {
 // then (after the warp syncs) the data parts. Emulated warps are 4 lanes, so a line spans two
 // slots: callers store slots in ascending and load them in descending order, which keeps a line's
 // flag part last on store and first on load.
-inline Pack16 ll128Load(const void* p, bool flag, bool active) {
+inline Pack16 ll128Load(const void* p, bool flag, bool active) {  // poll (the flag part)
   Pack16 v{};
   const char* c = static_cast<const char*>(p);
   if (active && flag) {
-    std::this_thread::yield();
+    pollPause();
     uint64_t f = __atomic_load_n(reinterpret_cast<const uint64_t*>(c + 8), __ATOMIC_ACQUIRE);
     std::memcpy(&v.w[2], &f, 8);
     std::memcpy(&v.w[0], c, 8);
@@ -185,6 +226,7 @@ inline Pack16 ll128Load(const void* p, bool flag, bool active) {
 }
 inline void ll128Store(void* p, const Pack16& v, bool flag, bool active) {
   char* c = static_cast<char*>(p);
+  stored();
   if (active && !flag) std::memcpy(c, &v, 16);
   syncWarp();
   if (active && flag) {
