@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <vector>
 
 #define WEFT_DEV inline
@@ -26,10 +27,16 @@
 
 namespace weft::dev::arch {
 
-constexpr int kWarpSize = 4;
+#ifndef WEFT_EMU_WARP_SIZE
+#define WEFT_EMU_WARP_SIZE 4
+#endif
+#ifndef WEFT_EMU_BLOCK_THREADS
+#define WEFT_EMU_BLOCK_THREADS 32
+#endif
+constexpr int kWarpSize = WEFT_EMU_WARP_SIZE;
 using LaneMask = uint32_t;
 constexpr int kMaxBlockThreads = 1024;
-constexpr int kDefaultBlockThreads = 32;
+constexpr int kDefaultBlockThreads = WEFT_EMU_BLOCK_THREADS;
 constexpr int kNamedBarriers = 16;
 constexpr bool kLL128Safe = true;
 
@@ -39,9 +46,20 @@ struct EmuBarrier {
   std::condition_variable cv;
   int count = 0;
   uint64_t generation = 0;
-  void arrive(int n, bool wait) {
+  uint64_t tag = 0;
+  int tagSite = 0;
+  void arrive(int n, bool wait, uint64_t myTag = 0, int site = 0) {
     std::unique_lock<std::mutex> lk(m);
     uint64_t g = generation;
+    if (myTag) {
+      if (count == 0) { tag = myTag; tagSite = site; }
+      else if (tag != myTag) {
+        // The GPU would run a warp-collective with lanes at different calls: undefined there.
+        std::fprintf(stderr, "emulated warp: lanes at different warp syncs (call %lu at line %d, call %lu at line %d)\n",
+                     (unsigned long)myTag, site, (unsigned long)tag, tagSite);
+        std::abort();
+      }
+    }
     if (++count == n) {
       count = 0;
       generation++;
@@ -64,6 +82,7 @@ struct EmuBlock {
 struct EmuThreadState {
   unsigned x = 0;
   EmuBlock* block = nullptr;
+  uint64_t warpSyncs = 0;  // warp-collective calls so far: every lane of a warp must agree
 };
 inline thread_local EmuThreadState threadIdx;
 
@@ -71,7 +90,10 @@ inline int threadId() { return (int)threadIdx.x; }
 inline int laneId() { return (int)threadIdx.x & (kWarpSize - 1); }
 inline int warpId() { return (int)threadIdx.x / kWarpSize; }
 inline void initBlock() {}
-inline void syncWarp() { threadIdx.block->warps[warpId()].arrive(kWarpSize, true); }
+inline void syncWarp(int site = __builtin_LINE()) {
+  threadIdx.warpSyncs++;
+  threadIdx.block->warps[warpId()].arrive(kWarpSize, true, threadIdx.warpSyncs, site);
+}
 inline void syncBlock() { threadIdx.block->block.arrive(threadIdx.block->nThreads, true); }
 inline void barSync(int id, int n) { threadIdx.block->named[id].arrive(n, true); }
 inline void barArrive(int id, int n) { threadIdx.block->named[id].arrive(n, false); }

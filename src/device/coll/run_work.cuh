@@ -39,36 +39,28 @@ struct SimpleProto {
   }
 };
 
-struct LLProto {
-  static constexpr int kId = kProtoLL;
-  static constexpr uint64_t kNoConnStepBytes = kLLMinStepBytes;
+// LL and LL128 differ only in their primitives, block size (warps) and chunk rule; the warp groups
+// have the same shape (flag_link.cuh).
+template <int Id, template <typename> class PrimsT, int NWarps>
+struct FlagProto {
+  static_assert(Id == kProtoLL || Id == kProtoLL128, "a flag protocol");
+  static constexpr int kId = Id;
+  static constexpr uint64_t kNoConnStepBytes = Id == kProtoLL ? kLLMinStepBytes : kLL128MinStepBytes;
   using Shared = FlagShared;
   using Group = FlagGroup;
   template <typename Fn>
-  using Prims = LLPrims<Fn>;
-  static WEFT_DEV Group fullGroup() { return llFullGroup(); }
-  static WEFT_DEV Group sendGroup(int) { return llSendGroup(); }
-  static WEFT_DEV Group recvGroup(int) { return llRecvGroup(); }
+  using Prims = PrimsT<Fn>;
+  static WEFT_DEV Group fullGroup() { return flagFullGroup(NWarps); }
+  static WEFT_DEV Group sendGroup(int) { return flagSendGroup(NWarps); }
+  static WEFT_DEV Group recvGroup(int) { return flagRecvGroup(NWarps); }
   static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
-    return llChunkElems(workChunk, stepBytes, elemSize);
+    return Id == kProtoLL ? llChunkElems(workChunk, stepBytes, elemSize) : ll128ChunkElems(workChunk, stepBytes, elemSize);
   }
 };
 
+using LLProto = FlagProto<kProtoLL, LLPrims, kLLWarps>;
 #if defined(WEFT_ARCH_HAS_LL128)
-struct LL128Proto {
-  static constexpr int kId = kProtoLL128;
-  static constexpr uint64_t kNoConnStepBytes = kLL128MinStepBytes;
-  using Shared = FlagShared;
-  using Group = FlagGroup;
-  template <typename Fn>
-  using Prims = LL128Prims<Fn>;
-  static WEFT_DEV Group fullGroup() { return ll128FullGroup(); }
-  static WEFT_DEV Group sendGroup(int) { return ll128SendGroup(); }
-  static WEFT_DEV Group recvGroup(int) { return ll128RecvGroup(); }
-  static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
-    return ll128ChunkElems(workChunk, stepBytes, elemSize);
-  }
-};
+using LL128Proto = FlagProto<kProtoLL128, LL128Prims, kLL128Warps>;
 #endif
 
 template <typename P = SimpleProto>

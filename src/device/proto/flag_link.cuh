@@ -2,7 +2,8 @@
 // so a connection needs only the head counter for flow control. Every thread of a group runs the
 // same calls in the same order (there is no sync warp): each warp's lane 0 waits for the head on
 // its own, every thread spins on the flags of the lines it reads, and after each received step
-// the group meets at a named barrier before thread 0 publishes head = step + 1.
+// the group meets at a named barrier before thread 0 publishes head = step + 1. finish() meets
+// there once more before thread 0 saves the steps, so that no warp reads a step already advanced.
 //
 // Abort: every spin reads comm->abortFlag (and the block's shared copy of it) every
 // kFlagSpinsPerAbortCheck spins. Once it is set, waits return at once and data is skipped, but
@@ -30,6 +31,12 @@ struct FlagGroup {
   int firstWarp;
   int nWarps;
 };
+
+// The groups of a block of nWarps warps: all of them (collectives), or the first half sending and
+// the rest receiving (SendRecv with both parts).
+WEFT_DEV FlagGroup flagFullGroup(int nWarps) { return {0, 0, nWarps}; }
+WEFT_DEV FlagGroup flagSendGroup(int nWarps) { return {0, 0, nWarps / 2}; }
+WEFT_DEV FlagGroup flagRecvGroup(int nWarps) { return {1, nWarps / 2, nWarps - nWarps / 2}; }
 
 WEFT_DEV bool inGroup(const FlagGroup& g) {
   int w = arch::warpId();
@@ -65,7 +72,11 @@ class FlagLink {
   WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
 
   // Saves the step counters for the next item or launch. Every thread of the group calls it.
+  // The barrier first: every thread read the counters in the constructor, and in a send-only
+  // group (no postRecv barrier) warp 0 may otherwise store the new step before a late warp has
+  // read the old one; that warp would then write its lines one slot (and flag) ahead.
   WEFT_DEV void finish() {
+    arch::barSync(barrier_, nThreads_);
     if (tid_ == 0) {
       if (recvConn_) arch::stN<8>(&recvConn_->step, recvStep_);
       if (sendConn_) arch::stN<8>(&sendConn_->step, sendStep_);

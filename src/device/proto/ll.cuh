@@ -17,9 +17,9 @@ namespace weft::dev {
 constexpr int kLLThreads = arch::kDefaultBlockThreads;
 constexpr int kLLWarps = kLLThreads / arch::kWarpSize;
 
-WEFT_DEV FlagGroup llFullGroup() { return {0, 0, kLLWarps}; }
-WEFT_DEV FlagGroup llSendGroup() { return {0, 0, kLLWarps / 2}; }
-WEFT_DEV FlagGroup llRecvGroup() { return {1, kLLWarps / 2, kLLWarps - kLLWarps / 2}; }
+WEFT_DEV FlagGroup llFullGroup() { return flagFullGroup(kLLWarps); }
+WEFT_DEV FlagGroup llSendGroup() { return flagSendGroup(kLLWarps); }
+WEFT_DEV FlagGroup llRecvGroup() { return flagRecvGroup(kLLWarps); }
 
 namespace detail {
 

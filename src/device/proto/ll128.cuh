@@ -29,9 +29,9 @@ constexpr int kLL128SegLines = arch::kWarpSize * kLL128PartsPerLane / kLL128Part
 static_assert(arch::kWarpSize % 4 == 0 && kLL128SegLines >= 1, "a segment holds whole lines");
 static_assert(kLL128Threads <= arch::kMaxBlockThreads, "LL128 block too large");
 
-WEFT_DEV FlagGroup ll128FullGroup() { return {0, 0, kLL128Warps}; }
-WEFT_DEV FlagGroup ll128SendGroup() { return {0, 0, kLL128Warps / 2}; }
-WEFT_DEV FlagGroup ll128RecvGroup() { return {1, kLL128Warps / 2, kLL128Warps - kLL128Warps / 2}; }
+WEFT_DEV FlagGroup ll128FullGroup() { return flagFullGroup(kLL128Warps); }
+WEFT_DEV FlagGroup ll128SendGroup() { return flagSendGroup(kLL128Warps); }
+WEFT_DEV FlagGroup ll128RecvGroup() { return flagRecvGroup(kLL128Warps); }
 
 template <typename Fn>
 class LL128Prims : public FlagLink, public FlagPrimsApi<LL128Prims<Fn>> {
