@@ -52,9 +52,9 @@ std::vector<Seen> runBlocks(const DevKernelArgs& args) {
   return seen;
 }
 
-// Three blocks on channels 5, 0 and 9 with 2, 1 and 3 items; item i has count 100 + i.
-DevKernelArgs threeBlocks(DevWork* store, uint32_t first, uint32_t mask) {
-  DevKernelArgs a{};
+// Three blocks on channels 5, 0 and 9 with 2, 1 and 3 items; item i has count 100 + i, stored at
+// store[(first + i) & mask].
+void threeBlocks(DevKernelArgs& a, DevWork* store, uint32_t first, uint32_t mask) {
   const int counts[3] = {2, 1, 3};
   const uint8_t channels[3] = {5, 0, 9};
   uint32_t pos = first;
@@ -68,7 +68,6 @@ DevKernelArgs threeBlocks(DevWork* store, uint32_t first, uint32_t mask) {
     }
   }
   a.nBlocks = 3;
-  return a;
 }
 
 void expectThreeBlocks(std::vector<Seen> seen) {
@@ -84,7 +83,7 @@ void expectThreeBlocks(std::vector<Seen> seen) {
 
 TEST(KernelBody, InlineItemsComeFromTheParametersAndNeedNoRelease) {
   DevKernelArgs a{};
-  a = threeBlocks(a.inlineWorks, 0, ~0u);
+  threeBlocks(a, a.inlineWorks, 0, ~0u);
   a.worksInline = 1;
   a.works = nullptr;  // any FIFO read would crash
   expectThreeBlocks(runBlocks(a));
@@ -93,7 +92,8 @@ TEST(KernelBody, InlineItemsComeFromTheParametersAndNeedNoRelease) {
 TEST(KernelBody, FifoItemsWrapAroundAndTheLastBlockReleasesTheSlots) {
   constexpr uint32_t kSlots = 8;
   std::vector<DevWork> fifo(kSlots);
-  DevKernelArgs a = threeBlocks(fifo.data(), 5, kSlots - 1);  // slots 5, 6, 7, 0, 1, 2
+  DevKernelArgs a{};
+  threeBlocks(a, fifo.data(), 5, kSlots - 1);  // slots 5, 6, 7, 0, 1, 2
   a.works = fifo.data();
   a.worksMask = kSlots - 1;
   uint32_t consumed = 0, arrivals = 0;
