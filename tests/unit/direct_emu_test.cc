@@ -7,15 +7,12 @@
 // step counters (Ring LL and Simple work after Direct work on the same connections), LL's slot
 // wipe window, and abort.
 #define WEFT_ARCH_HOST_EMULATION 1
-#include "device/kernel_dispatch.cuh"
+#include "emu_dispatch.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,199 +24,19 @@ namespace {
 // the 8-slot ring wraps. LL: 512 B steps (256 B payload).
 constexpr int kStepBytes[kNumProtos] = {512, 4096, (int)kSimpleMinStepBytes};
 
-struct AlignedBytes {
-  explicit AlignedBytes(size_t n) : raw(n + 256, 0) {}
-  char* get() { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw.data()) + 127) & ~uintptr_t(127)); }
-  std::vector<char> raw;
-};
+using namespace emutest;  // AlignedBytes, Works, DispatchComm and the element values
 
-using Works = std::vector<std::vector<std::vector<DevWork>>>;  // [rank][channel][item]
-
-// n ranks, nCh channels, connections between every pair on every channel (rings in rank order).
-class MeshComm {
+// n ranks, nCh channels, connections between every pair on every channel (the Direct algorithms
+// use every one of them; the rings, for Ring items, are emu_launch.h's).
+class MeshComm : public emutest::DispatchComm {
  public:
   MeshComm(int n, int nCh, uint64_t firstStep = 0)
-      : n_(n), nCh_(nCh), comms_(n), peers_(n), ring_(n), counters_(size_t(2) * n * n * nCh, firstStep) {
-    for (int i = 0; i < n; i++) ring_[i] = i;
-    for (int r = 0; r < n; r++) {
-      comms_[r] = std::make_unique<DevComm>();
-      DevComm& d = *comms_[r];
-      d = DevComm{};
-      d.rank = r;
-      d.nRanks = n;
-      d.nChannels = nCh;
-      d.abortFlag = &abortFlag_;
-      peers_[r].resize(nCh);
-      for (int c = 0; c < nCh; c++) {
-        peers_[r][c].assign(n, DevPeer{});
-        d.channels[c].ring.prev = (r - 1 + n) % n;
-        d.channels[c].ring.next = (r + 1) % n;
-        d.channels[c].ring.index = r;
-        d.channels[c].ring.userRanks = ring_.data();
-        d.channels[c].peers = peers_[r][c].data();
-      }
-    }
-    for (int c = 0; c < nCh; c++)
-      for (int s = 0; s < n; s++)
-        for (int r = 0; r < n; r++) {
-          if (s == r) continue;
-          uint64_t* tail = &counters_[((size_t(c) * n + s) * n + r) * 2];
-          ConnInfo& snd = peers_[s][c][r].send;
-          ConnInfo& rcv = peers_[r][c][s].recv;
-          for (int p = 0; p < kNumProtos; p++) {
-            buffers_.emplace_back(size_t(kSteps) * kStepBytes[p]);
-            snd.buffs[p] = rcv.buffs[p] = buffers_.back().get();
-            snd.stepBytes[p] = rcv.stepBytes[p] = kStepBytes[p];
-          }
-          snd.tail = rcv.tail = tail;
-          snd.head = rcv.head = tail + 1;
-          snd.step = rcv.step = firstStep;
-        }
-  }
+      : DispatchComm(n, nCh, {kStepBytes[0], kStepBytes[1], kStepBytes[2]}, firstStep) {}
 
-  int nRanks() const { return n_; }
-  int nChannels() const { return nCh_; }
-
-  // Runs works[rank][channel] as one launch of protocol P's kernel body per rank, one emulated
-  // block per channel with items. False if it did not finish within `seconds` (the abort flag is
-  // then raised, and every block must still leave).
-  template <typename P>
-  bool launch(const Works& works, double seconds) {
-    using Smem = KernelSmem<typename P::Shared>;
-    constexpr int kThreads = P::kId == kProtoSimple ? kSimpleThreads : kLLThreads;
-    std::vector<std::unique_ptr<arch::EmuBlock>> blocks;
-    std::vector<std::unique_ptr<Smem>> smems;
-    std::vector<std::thread> threads;
-    std::atomic<int> running{0};
-    std::vector<std::vector<DevWork>> fifo(n_, std::vector<DevWork>(kMaxWorksPerChannel * kMaxChannels));
-    std::vector<DevKernelArgs> args(n_);
-    std::vector<uint32_t> consumed(n_, 0), arrivals(n_, 0);
-    for (int r = 0; r < n_; r++) {
-      DevKernelArgs& a = args[r];
-      a = DevKernelArgs{};
-      a.comm = comms_[r].get();
-      a.works = fifo[r].data();
-      a.worksMask = ~0u;
-      a.fifoConsumedValue = 1;
-      a.fifoConsumed = &consumed[r];
-      a.blockArrivals = &arrivals[r];
-      uint32_t head = 0;
-      for (int c = 0; c < nCh_; c++) {
-        if (works[r][c].empty()) continue;
-        a.blocks[a.nBlocks++] = DevKernelArgs::Block{head, (uint16_t)works[r][c].size(), (uint8_t)c, 0};
-        for (DevWork w : works[r][c]) {
-          w.proto = (uint8_t)P::kId;
-          fifo[r][head++] = w;
-        }
-      }
-      for (uint32_t b = 0; b < a.nBlocks; b++) {
-        blocks.push_back(std::make_unique<arch::EmuBlock>(kThreads));
-        smems.push_back(std::make_unique<Smem>());
-        arch::EmuBlock* blk = blocks.back().get();
-        Smem* smem = smems.back().get();
-        const DevKernelArgs* ap = &args[r];
-        for (int t = 0; t < kThreads; t++) {
-          running++;
-          threads.emplace_back([&running, ap, b, t, blk, smem] {
-            arch::threadIdx.x = t;
-            arch::threadIdx.block = blk;
-            kernelBody<kThreads>(*ap, (int)b, *smem, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) {
-              dispatch::runWork<P>(w, env);
-            });
-            running--;
-          });
-        }
-      }
-    }
-    auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    bool finished = true;
-    while (running > 0) {
-      if (finished && elapsed() > seconds) {
-        finished = false;
-        __atomic_store_n(&abortFlag_, 1u, __ATOMIC_RELAXED);
-        start = std::chrono::steady_clock::now();
-        seconds = 60;
-      } else if (!finished && elapsed() > seconds) {
-        std::fprintf(stderr, "blocks did not leave after the abort flag\n");
-        std::abort();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    for (auto& t : threads) t.join();
-    for (int r = 0; r < n_; r++) {
-      if (args[r].nBlocks > 0) {
-        EXPECT_EQ(consumed[r], 1u) << "rank " << r << ": FIFO slots not released";
-      }
-    }
-    return finished;
-  }
-
-  // Both ends of every connection agree on the step and head says every step was consumed.
-  std::string checkLinks() const {
-    for (int c = 0; c < nCh_; c++)
-      for (int s = 0; s < n_; s++)
-        for (int r = 0; r < n_; r++) {
-          if (s == r) continue;
-          const ConnInfo& snd = peers_[s][c][r].send;
-          const ConnInfo& rcv = peers_[r][c][s].recv;
-          if (snd.step != rcv.step || *snd.head != snd.step)
-            return "link " + std::to_string(s) + "->" + std::to_string(r) + " ch " + std::to_string(c) +
-                   ": send.step " + std::to_string(snd.step) + " recv.step " + std::to_string(rcv.step) + " head " +
-                   std::to_string(*snd.head);
-        }
-    return "";
-  }
-
-  uint64_t step(int c, int s, int r) const { return peers_[s][c][r].send.step; }
-
- private:
-  int n_, nCh_;
-  std::vector<std::unique_ptr<DevComm>> comms_;
-  std::vector<std::vector<std::vector<DevPeer>>> peers_;  // [rank][channel][peer]
-  std::vector<int32_t> ring_;
-  std::vector<uint64_t> counters_;
-  std::vector<AlignedBytes> buffers_;
-  uint32_t abortFlag_ = 0;
+  // Both ends of every connection agree on the step, head says every step was consumed, and the
+  // tail (moved by Simple steps only) never leads.
+  std::string checkLinks() const { return DispatchComm::checkLinks(false); }
 };
-
-// ---- values ----
-
-bool isFloat(int t) { return t >= kFloat16; }
-bool isUnsigned(int t) { return t == kUint8 || t == kUint32 || t == kUint64; }
-
-void putValue(int t, double v, char* p) {
-  switch (t) {
-    case kInt8: case kUint8: { int8_t x = (int8_t)(int64_t)v; std::memcpy(p, &x, 1); break; }
-    case kInt32: case kUint32: { int32_t x = (int32_t)(int64_t)v; std::memcpy(p, &x, 4); break; }
-    case kInt64: case kUint64: { int64_t x = (int64_t)v; std::memcpy(p, &x, 8); break; }
-    case kFloat16: { __half h = __float2half((float)v); std::memcpy(p, &h, 2); break; }
-    case kBfloat16: { __nv_bfloat16 h = __float2bfloat16((float)v); std::memcpy(p, &h, 2); break; }
-    case kFloat32: { float f = (float)v; std::memcpy(p, &f, 4); break; }
-    case kFloat64: std::memcpy(p, &v, 8); break;
-    case kFloat8e4m3: *p = (char)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E4M3); break;
-    default: *p = (char)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E5M2); break;
-  }
-}
-
-double getValue(int t, const char* p) {
-  switch (t) {
-    case kInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
-    case kUint8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case kUint32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case kInt64: { int64_t x; std::memcpy(&x, p, 8); return (double)x; }
-    case kUint64: { uint64_t x; std::memcpy(&x, p, 8); return (double)x; }
-    case kFloat16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
-    case kBfloat16: { __nv_bfloat16 h; std::memcpy(&h, p, 2); return __bfloat162float(h); }
-    case kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-    case kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
-    case kFloat8e4m3: return __half2float(__half(__nv_cvt_fp8_to_halfraw((uint8_t)*p, __NV_E4M3)));
-    default: return __half2float(__half(__nv_cvt_fp8_to_halfraw((uint8_t)*p, __NV_E5M2)));
-  }
-}
-
-double scalarOf(int type) { return isFloat(type) ? 0.5 : 3.0; }
 
 // One collective on every rank: buffers, inputs and the work items (a part per channel).
 struct Coll {
@@ -283,12 +100,7 @@ void addColl(const MeshComm& comm, Coll& k, Works& works, std::mt19937& rng) {
       w.chanOffset = part.offset;
       w.chanCount = part.count;
       w.sendPeer = w.recvPeer = -1;
-      if (k.op == kRedPreMulSum) {
-        char bits[8] = {};
-        putValue(k.type, scalarOf(k.type), bits);
-        std::memcpy(&w.redOpArg, bits, 8);
-      }
-      if (k.op == kRedSumPostDiv) w.redOpArg = (uint64_t)n;
+      w.redOpArg = redOpArgOf(k.op, k.type, n);
       works[r][c].push_back(w);
     }
   }
@@ -317,16 +129,7 @@ std::string checkColl(const MeshComm& comm, const Coll& k) {
       if (k.func == kFuncAllGather) {
         want = k.inputs[i / k.count][i % k.count];
       } else {
-        for (int q = 0; q < n; q++) {
-          double x = k.inputs[q][i];
-          if (k.op == kRedPreMulSum) x *= scalarOf(k.type);
-          if (q == 0) want = x;
-          else if (k.op == kRedProd) want *= x;
-          else if (k.op == kRedMax) want = std::max(want, x);
-          else if (k.op == kRedMin) want = std::min(want, x);
-          else want += x;
-        }
-        if (k.op == kRedSumPostDiv) want = std::trunc(want / n);
+        want = reduceRef(k.op, k.type, k.inputs, i);
       }
       const double got = getValue(k.type, k.recvPtr[r] + i * es);
       if (got != want)

@@ -1,8 +1,9 @@
 // What the CPU tests of the device code share (simple_proto_test.cc, flag_proto_test.cc,
-// tree_emu_test.cc): an emulated kernel launch, where the arch layer's host emulation
-// (device/arch/host_emu.h) turns every GPU thread of a block into an OS thread; the host's work
-// FIFO; and a ring communicator whose connections live in host memory, laid out as the P2P
-// transport lays them (buffers and tails with the receiver, heads with the sender).
+// tree_emu_test.cc; direct_emu_test.cc through emu_dispatch.h): an emulated kernel launch, where
+// the arch layer's host emulation (device/arch/host_emu.h) turns every GPU thread of a block into
+// an OS thread; the host's work FIFO; and a ring communicator whose connections live in host
+// memory, laid out as the P2P transport lays them (buffers and tails with the receiver, heads
+// with the sender).
 // Include it after defining WEFT_ARCH_HOST_EMULATION.
 #pragma once
 
@@ -100,6 +101,9 @@ class WorkFifos {
     a.fifoConsumedValue = ++launches_;
     a.fifoConsumed = &consumed_[r];
     a.blockArrivals = &arrivals_[r];
+    size_t items = 0;
+    for (const auto& list : works) items += list.size();
+    EXPECT_LE(items, (size_t)kSlots) << "rank " << r << ": more items than FIFO slots in one launch";
     for (size_t c = 0; c < works.size(); c++) {
       if (works[c].empty()) continue;
       a.blocks[a.nBlocks] = DevKernelArgs::Block{head_[r], (uint16_t)works[c].size(), (uint8_t)c, 0};

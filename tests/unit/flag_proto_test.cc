@@ -6,8 +6,7 @@
 // per block and several launches (step persistence), tiny steps that wrap the slot ring many
 // times, LL's 32-bit flag wrap and slot wipe, protocols alternating on one connection, and abort.
 #define WEFT_ARCH_HOST_EMULATION 1
-#include "device/kernel_dispatch.cuh"
-#include "emu_launch.h"
+#include "emu_dispatch.h"
 
 #include <gtest/gtest.h>
 
@@ -23,71 +22,17 @@ namespace {
 // Small steps: many steps per item, so the 8-slot ring wraps many times.
 constexpr int kStepBytes[kNumProtos] = {2048, 4096, (int)kSimpleMinStepBytes};
 
-template <typename P>
-constexpr int threadsOf() {
-  if constexpr (P::kId == kProtoLL) return kLLThreads;
-  else if constexpr (P::kId == kProtoLL128) return kLL128Threads;
-  else return kSimpleThreads;
-}
-
-using emutest::AlignedBytes;
-using emutest::Works;
+using namespace emutest;  // AlignedBytes, Works, DispatchComm and the element values
 
 // The ring communicator with every protocol's buffers on every connection, as the P2P transport
 // lays them out; items of any type and reduction run through kernel_dispatch.cuh.
-class EmuComm : public emutest::EmuRingComm {
+class EmuComm : public emutest::DispatchComm {
  public:
   EmuComm(int n, int nCh, uint64_t firstStep = 0)
-      : EmuRingComm(n, nCh, {kStepBytes[0], kStepBytes[1], kStepBytes[2]}, firstStep) {}
-
-  // Runs every rank's items (works[rank][channel]) as one launch of protocol P's kernel body, one
-  // emulated block per channel with items. False if it did not finish in `seconds` (the abort
-  // flag is then raised and every block must leave).
-  template <typename P>
-  bool launch(Works works, double seconds) {
-    for (auto& perRank : works)
-      for (auto& list : perRank)
-        for (DevWork& w : list) w.proto = (uint8_t)P::kId;
-    return EmuRingComm::launch<threadsOf<P>(), typename P::Shared>(
-        works, seconds, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) { dispatch::runWork<P>(w, env); });
-  }
+      : DispatchComm(n, nCh, {kStepBytes[0], kStepBytes[1], kStepBytes[2]}, firstStep) {}
 };
 
-// ---- element values: small integers (halves after PreMulSum), exact in every type ----
-
-bool isFloat(int t) { return t >= kFloat16; }
-bool isUnsigned(int t) { return t == kUint8 || t == kUint32 || t == kUint64; }
-
-void putValue(int t, double v, char* p) {
-  switch (t) {
-    case kInt8: case kUint8: { int8_t x = (int8_t)(int64_t)v; std::memcpy(p, &x, 1); break; }
-    case kInt32: case kUint32: { int32_t x = (int32_t)(int64_t)v; std::memcpy(p, &x, 4); break; }
-    case kInt64: case kUint64: { int64_t x = (int64_t)v; std::memcpy(p, &x, 8); break; }
-    case kFloat16: { __half h = __float2half((float)v); std::memcpy(p, &h, 2); break; }
-    case kBfloat16: { __nv_bfloat16 h = __float2bfloat16((float)v); std::memcpy(p, &h, 2); break; }
-    case kFloat32: { float f = (float)v; std::memcpy(p, &f, 4); break; }
-    case kFloat64: std::memcpy(p, &v, 8); break;
-    case kFloat8e4m3: *p = (char)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E4M3); break;
-    default: *p = (char)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E5M2); break;
-  }
-}
-
-double getValue(int t, const char* p) {
-  switch (t) {
-    case kInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
-    case kUint8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case kUint32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case kInt64: { int64_t x; std::memcpy(&x, p, 8); return (double)x; }
-    case kUint64: { uint64_t x; std::memcpy(&x, p, 8); return (double)x; }
-    case kFloat16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
-    case kBfloat16: { __nv_bfloat16 h; std::memcpy(&h, p, 2); return __bfloat162float(h); }
-    case kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-    case kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
-    case kFloat8e4m3: return __half2float(__half(__nv_cvt_fp8_to_halfraw((uint8_t)*p, __NV_E4M3)));
-    default: return __half2float(__half(__nv_cvt_fp8_to_halfraw((uint8_t)*p, __NV_E5M2)));
-  }
-}
+// ---- collectives; element values are small integers (halves after PreMulSum), exact in every type ----
 
 struct Coll {
   int func = kFuncAllReduce;
@@ -114,8 +59,6 @@ Coll coll(int func, int type, int op, uint64_t count, int root = 0, bool inPlace
   k.sendShift = k.recvShift = shift;
   return k;
 }
-
-double scalarOf(int type) { return isFloat(type) ? 0.5 : 3.0; }
 
 void addColl(EmuComm& comm, Coll& k, Works& works, std::mt19937& rng) {
   const int n = comm.nRanks();
@@ -151,12 +94,7 @@ void addColl(EmuComm& comm, Coll& k, Works& works, std::mt19937& rng) {
       w.chanCount = part.count;
       w.chunkElems = (uint32_t)k.chunk;
       w.sendPeer = w.recvPeer = -1;
-      if (k.op == kRedPreMulSum) {
-        char bits[8] = {};
-        putValue(k.type, scalarOf(k.type), bits);
-        std::memcpy(&w.redOpArg, bits, 8);
-      }
-      if (k.op == kRedSumPostDiv) w.redOpArg = (uint64_t)n;
+      w.redOpArg = redOpArgOf(k.op, k.type, n);
       works[r][c].push_back(w);
     }
   }
@@ -174,16 +112,7 @@ std::string checkColl(const EmuComm& comm, const Coll& k) {
       else if (k.func == kFuncAllGather) want = k.inputs[i / k.count][i % k.count];
       else {
         const uint64_t j = k.func == kFuncReduceScatter ? r * k.count + i : i;
-        for (int q = 0; q < n; q++) {
-          double x = k.inputs[q][j];
-          if (k.op == kRedPreMulSum) x *= scalarOf(k.type);
-          if (q == 0) want = x;
-          else if (k.op == kRedProd) want *= x;
-          else if (k.op == kRedMax) want = std::max(want, x);
-          else if (k.op == kRedMin) want = std::min(want, x);
-          else want += x;
-        }
-        if (k.op == kRedSumPostDiv) want = std::trunc(want / n);
+        want = reduceRef(k.op, k.type, k.inputs, j);
       }
       const double got = getValue(k.type, k.recvPtr[r] + i * es);
       if (got != want)

@@ -248,18 +248,24 @@ WEFT_DEV void directAllReduceTwoShot(DirectLinks& L, const Fn& fn, const typenam
       r.count *= (uint64_t)es;
       return r;
     };
+    // body(q, r, p, valid) for pack p of every other peer q's piece r (bytes), spread over the
+    // threads the same way each time it is called.
+    auto forPeerPacks = [&](const auto& body) {
+      for (int64_t i = L.tid(); i < (int64_t)(n - 1) * piecePacks; i += L.nThreads()) {
+        const int q = direct::peerAt((int)(i / piecePacks), me);
+        const int64_t p = i % piecePacks;
+        const ElemRange r = range(q);
+        if (p * 16 >= (int64_t)r.count) continue;
+        body(q, r, p, direct::packValid((int64_t)r.count, p));
+      }
+    };
     L.waitSend(2);
     // Reduce-scatter, sending side: piece q to peer q (step 0).
-    for (int64_t i = L.tid(); i < (int64_t)(n - 1) * piecePacks; i += L.nThreads()) {
-      const int q = direct::peerAt((int)(i / piecePacks), me);
-      const int64_t p = i % piecePacks;
-      const ElemRange r = range(q);
-      if (p * 16 >= (int64_t)r.count) continue;
-      const int valid = direct::packValid((int64_t)r.count, p);
+    forPeerPacks([&](int q, const ElemRange& r, int64_t p, int valid) {
       Pack16 own = detail::loadUser(src + r.offset + p * 16, valid);
       if constexpr (Fn::kPreOp) own = fn.preOp(own);
       L.write(q, 0, p, own, direct::packTwo(valid));
-    }
+    });
     // Our piece: reduce the n copies in rank order, keep it and send it to every peer (step 1).
     const ElemRange mine = range(me);
     for (int64_t p = L.tid(); p * 16 < (int64_t)mine.count; p += L.nThreads()) {
@@ -275,14 +281,9 @@ WEFT_DEV void directAllReduceTwoShot(DirectLinks& L, const Fn& fn, const typenam
         if (q != me) L.write(q, 1, p, acc, two);
     }
     // All-gather, receiving side: peer q's reduced piece (step 1), same threads as above.
-    for (int64_t i = L.tid(); i < (int64_t)(n - 1) * piecePacks; i += L.nThreads()) {
-      const int q = direct::peerAt((int)(i / piecePacks), me);
-      const int64_t p = i % piecePacks;
-      const ElemRange r = range(q);
-      if (p * 16 >= (int64_t)r.count) continue;
-      const int valid = direct::packValid((int64_t)r.count, p);
+    forPeerPacks([&](int q, const ElemRange& r, int64_t p, int valid) {
       detail::storeUser(dst + r.offset + p * 16, L.read(q, 1, p, direct::packTwo(valid)), valid);
-    }
+    });
     L.endIteration(2);
   }
 }
