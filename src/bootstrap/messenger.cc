@@ -414,9 +414,13 @@ Status Messenger::ensureConnected(int peer, const util::Deadline& deadline, cons
     if (rev != 0) err = connectResult(p.out.get());
   }
   if (err != 0) {
-    markOutBroken(peer, err == ECONNREFUSED ? std::string("refused the connection")
-                                            : std::string("cannot connect: ") + strerror(err));
-    return failPeerGone(peer, err == ECONNREFUSED ? ncclRemoteError : ncclSystemError, p.outBrokenWhy, op);
+    // Refused or reset while connecting both mean the peer's process is gone or going (a rank
+    // that failed first may exit between accepting and our handshake): that is the peer's fault.
+    Io io = ioFromErrno(err);
+    bool peerGone = io == Io::kRefused || io == Io::kClosed;
+    markOutBroken(peer, io == Io::kRefused ? std::string("refused the connection")
+                                           : std::string("cannot connect: ") + strerror(err));
+    return failPeerGone(peer, peerGone ? ncclRemoteError : ncclSystemError, p.outBrokenWhy, op);
   }
   wire::PeerHello hello;
   memset(&hello, 0, sizeof(hello));
