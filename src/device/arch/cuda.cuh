@@ -107,23 +107,31 @@ WEFT_DEV void stLine16(void* p, const Pack16& v) {
                : "memory");
 }
 
+// Predicated in the instruction rather than branched around, so that no `active` test can split
+// the warp between the caller's syncWarp and the access.
 WEFT_DEV Pack16 ll128Load(const void* p, bool /*flag*/, bool active) {
-  Pack16 v{};
-  if (active) {
-    uint64_t a, b;
-    asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-    v.w[0] = (uint32_t)a;
-    v.w[1] = (uint32_t)(a >> 32);
-    v.w[2] = (uint32_t)b;
-    v.w[3] = (uint32_t)(b >> 32);
-  }
+  uint64_t a = 0, b = 0;
+  asm volatile(
+      "{ .reg .pred on; setp.ne.u32 on, %3, 0;\n"
+      "@on ld.volatile.global.v2.u64 {%0,%1}, [%2]; }"
+      : "+l"(a), "+l"(b)
+      : "l"(p), "r"((uint32_t)active)
+      : "memory");
+  Pack16 v;
+  v.w[0] = (uint32_t)a;
+  v.w[1] = (uint32_t)(a >> 32);
+  v.w[2] = (uint32_t)b;
+  v.w[3] = (uint32_t)(b >> 32);
   return v;
 }
 
 WEFT_DEV void ll128Store(void* p, const Pack16& v, bool /*flag*/, bool active) {
-  if (!active) return;
   uint64_t a = ((uint64_t)v.w[1] << 32) | v.w[0], b = ((uint64_t)v.w[3] << 32) | v.w[2];
-  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+  asm volatile(
+      "{ .reg .pred on; setp.ne.u32 on, %3, 0;\n"
+      "@on st.volatile.global.v2.u64 [%0], {%1,%2}; }" ::"l"(p),
+      "l"(a), "l"(b), "r"((uint32_t)active)
+      : "memory");
 }
 
 // ---- synchronization variables (counters, flags) ------------------------------------------

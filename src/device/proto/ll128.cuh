@@ -88,6 +88,12 @@ WEFT_UNROLL
       }
       if (ops & kFlagRecv) {
         int spins = 0;
+        // The 8 lanes of a line must load it in ONE warp instruction: a lane that ran ahead (out
+        // of the divergent user loads and stores of the previous segment) could read a data part
+        // before the line arrived while the flag lane, later, sees the new flag. Volta and later
+        // do not promise to reconverge after divergence; syncWarp does. anyLane reconverges the
+        // lanes for every retry.
+        arch::syncWarp();
         for (;;) {
           // Descending slots: a line's flag part is read before its data parts (host_emu.h).
           bool ready = true;
@@ -111,12 +117,14 @@ WEFT_UNROLL
         if ((ops & kFlagDstOut) && valid[s] > 0) detail::storeUser(out + dataOff[s], v[s], valid[s]);
       }
       if (ops & kFlagSend) {
+        // Likewise for the stores: lanes holding user bytes took other paths than the flag lane
+        // (loadUser/storeUser by size), and a flag stored before its line's data parts would
+        // vouch for stale data. Reconverge, then build the flag part without a branch.
+        arch::syncWarp();
 WEFT_UNROLL
         for (int s = 0; s < kLL128PartsPerLane; s++) {
-          if (isFlag[s]) {
-            v[s].w[2] = (uint32_t)sendFlag;
-            v[s].w[3] = (uint32_t)(sendFlag >> kFlagHighShift);
-          }
+          v[s].w[2] = isFlag[s] ? (uint32_t)sendFlag : v[s].w[2];
+          v[s].w[3] = isFlag[s] ? (uint32_t)(sendFlag >> kFlagHighShift) : v[s].w[3];
           arch::ll128Store(sslot + bufOff[s], v[s], isFlag[s], active[s]);
         }
       }
