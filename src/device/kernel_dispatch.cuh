@@ -16,11 +16,9 @@ using EnvOf = WorkEnvT<typename P::Shared>;
 
 template <typename P, typename Fn>
 WEFT_DEV void runReduceWorkBody(const DevWork* w, EnvOf<P> env) {
-  if constexpr (P::kId == kProtoSimple) {
-    if (w->algo == kAlgoTree) {
-      runTreeAllReduce<Fn>(*w, env);  // Tree runs on Simple only (isSupported)
-      return;
-    }
+  if (w->algo == kAlgoTree) {
+    runTreeAllReduce<Fn, P>(*w, env);
+    return;
   }
   if constexpr (P::kId == kProtoLL) {
     if (w->algo == kAlgoDirect) {
@@ -126,8 +124,7 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
       dispatchReduce<P>(w, env);
       return;
     case kFuncAllReduce:
-      if (w->algo != kAlgoRing && !(w->algo == kAlgoTree && P::kId == kProtoSimple) && !directAllowed<P>(w))
-        arch::trap();
+      if (w->algo != kAlgoRing && w->algo != kAlgoTree && !directAllowed<P>(w)) arch::trap();
       dispatchReduce<P>(w, env);
       return;
     default: arch::trap();

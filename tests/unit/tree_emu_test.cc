@@ -1,5 +1,5 @@
-// The Tree AllReduce work runner (device/coll/run_tree.cuh) with the real Simple protocol on the
-// CPU: the arch layer's host emulation runs every GPU thread of a block as an OS thread, ranks'
+// The Tree AllReduce work runner (device/coll/run_tree.cuh) with the real Simple, LL and LL128
+// protocols on the CPU: the arch layer's host emulation runs every GPU thread of a block as an OS thread, ranks'
 // blocks run concurrently and talk through host-memory connections on the tree edges, laid out
 // as the P2P transport lays them (buffer and tail with the receiver, head with the sender).
 // Checks exact results, the warp-group split (one child) and the chained primitives (several
@@ -23,7 +23,20 @@
 namespace weft::dev {
 namespace {
 
-constexpr uint32_t kStepBytes = kSimpleMinStepBytes;  // 1024 floats a step: many slices
+// Small steps, so that the bigger cases wrap around the kSteps slots: 1024 floats a step
+// (Simple) and LL (16-byte lines of 8 payload bytes), 32 lines (LL128).
+template <typename P>
+constexpr uint32_t stepBytesOf() {
+  if constexpr (P::kId == kProtoSimple) return kSimpleMinStepBytes;
+  else if constexpr (P::kId == kProtoLL) return 8192;
+  else return kLL128MinStepBytes;
+}
+template <typename P>
+constexpr int threadsOf() {
+  if constexpr (P::kId == kProtoSimple) return kSimpleThreads;
+  else if constexpr (P::kId == kProtoLL) return kLLThreads;
+  else return kLL128Threads;
+}
 
 using TreeOf = std::vector<DevTree>;  // indexed by rank
 using emutest::Works;
@@ -39,7 +52,9 @@ TreeOf chainOf(const std::vector<int>& order) {
   return t;
 }
 
-// Ranks' device state with a connection each way on every tree edge of every channel.
+// Ranks' device state with a connection each way on every tree edge of every channel, for
+// protocol P (coll/run_work.cuh's traits).
+template <typename P>
 class TreeFabric {
  public:
   explicit TreeFabric(std::vector<TreeOf> trees)
@@ -86,19 +101,22 @@ class TreeFabric {
       }
       a.works = flat[r].data();
     }
-    return emutest::runBlocks<kSimpleThreads, SimpleKernelSmem>(
-        args, &abort_, seconds, [](const DevKernelArgs& a, int b, SimpleKernelSmem& smem) {
-          simpleKernelBody(a, b, smem, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
-        });
+    using Smem = KernelSmem<typename P::Shared>;
+    return emutest::runBlocks<threadsOf<P>(), Smem>(args, &abort_, seconds, [](const DevKernelArgs& a, int b, Smem& smem) {
+      kernelBody<threadsOf<P>()>(a, b, smem,
+                                 [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) { runItem(*w, env); });
+    });
   }
 
-  // Both ends of every connection agree: sender's and receiver's step, tail and head.
+  // Both ends of every connection agree: sender's and receiver's step, tail (Simple only: the
+  // flag protocols carry "ready" in the lines) and head.
   std::string checkLinks() const {
     for (int c = 0; c < nCh_; c++)
       for (auto [s, r] : edges_[c]) {
         const ConnInfo& snd = peers_[s][c][r].send;
         const ConnInfo& rcv = peers_[r][c][s].recv;
-        if (snd.step != rcv.step || *snd.tail != snd.step || *snd.head != snd.step || snd.step == 0)
+        const bool tailOk = P::kId != kProtoSimple || *snd.tail == snd.step;
+        if (snd.step != rcv.step || !tailOk || *snd.head != snd.step || snd.step == 0)
           return "link " + std::to_string(s) + "->" + std::to_string(r) + " channel " + std::to_string(c) +
                  ": send.step " + std::to_string(snd.step) + " recv.step " + std::to_string(rcv.step);
       }
@@ -106,24 +124,24 @@ class TreeFabric {
   }
 
  private:
-  static void runItem(const DevWork& w, const WorkEnv& env) {
-    if (w.redOp == kRedPreMulSum) return runTreeAllReduce<FnPreMulSum<float>>(w, env);
-    if (w.redOp == kRedSumPostDiv) return runTreeAllReduce<FnSumPostDiv<int32_t>>(w, env);
-    runTreeAllReduce<FnSum<float>>(w, env);
+  static void runItem(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
+    if (w.redOp == kRedPreMulSum) return runTreeAllReduce<FnPreMulSum<float>, P>(w, env);
+    if (w.redOp == kRedSumPostDiv) return runTreeAllReduce<FnSumPostDiv<int32_t>, P>(w, env);
+    runTreeAllReduce<FnSum<float>, P>(w, env);
   }
 
   void connect(int c, int s, int r) {
     if (edges_.size() < size_t(nCh_)) edges_.resize(nCh_);
     edges_[c].insert({s, r});
-    buffers_.emplace_back(size_t(kSteps) * kStepBytes + 64, 0);
-    char* buf = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(buffers_.back().data()) + 63) & ~uintptr_t(63));
+    buffers_.emplace_back(size_t(kSteps) * stepBytesOf<P>() + 128, 0);
+    char* buf = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(buffers_.back().data()) + 127) & ~uintptr_t(127));
     counters_.push_back(std::make_unique<uint64_t[]>(2));
     uint64_t* tail = &counters_.back()[0];
     uint64_t* head = &counters_.back()[1];
     *tail = *head = 0;
     for (ConnInfo* ci : {&peers_[s][c][r].send, &peers_[r][c][s].recv}) {
-      ci->buffs[kProtoSimple] = buf;
-      ci->stepBytes[kProtoSimple] = kStepBytes;
+      ci->buffs[P::kId] = buf;
+      ci->stepBytes[P::kId] = (int32_t)stepBytesOf<P>();
       ci->tail = tail;
       ci->head = head;
     }
@@ -148,7 +166,8 @@ struct AllReduceCase {
   std::vector<std::vector<char>> send, recv;
   std::vector<std::vector<int>> inputs;
 
-  void add(const TreeFabric& f, Works& works, std::mt19937& rng) {
+  template <typename P>
+  void add(const TreeFabric<P>& f, Works& works, std::mt19937& rng) {
     const int n = f.nRanks();
     for (int r = 0; r < n; r++) {
       send.emplace_back(count * 4 + 16, 0);
@@ -170,7 +189,7 @@ struct AllReduceCase {
         DevWork w{};
         w.func = kFuncAllReduce;
         w.algo = kAlgoTree;
-        w.proto = kProtoSimple;
+        w.proto = (uint8_t)P::kId;
         w.redOp = (uint8_t)redOp;
         w.dataType = redOp == kRedSumPostDiv ? kInt32 : kFloat32;
         w.recvBuff = recv[r].data();
@@ -178,7 +197,8 @@ struct AllReduceCase {
         w.count = count;
         w.chanOffset = part.offset;
         w.chanCount = part.count;
-        w.chunkElems = (uint32_t)treeChunkElems(part.count, 4, kStepBytes);
+        // As the planner: Simple's chunk from the part, none for the flag protocols (one step).
+        w.chunkElems = P::kId == kProtoSimple ? (uint32_t)treeChunkElems(part.count, 4, stepBytesOf<P>()) : 0;
         w.sendPeer = w.recvPeer = -1;
         if (redOp == kRedPreMulSum) {
           float half = 0.5f;
@@ -213,13 +233,17 @@ struct AllReduceCase {
 };
 
 // Two launches of several AllReduces each: every item continues the steps the last one saved.
-void runCases(TreeFabric& f, uint64_t seed) {
+template <typename P>
+void runCases(TreeFabric<P>& f, uint64_t seed) {
   std::mt19937 rng(seed);
   for (int launch = 0; launch < 2; launch++) {
-    std::vector<AllReduceCase> cases = {{9001, kRedSum, launch == 1},
+    // The flag protocols' emulation spins per line, so they take fewer elements (still several
+    // steps per case, and more steps per connection over the test than there are slots).
+    const uint64_t scale = P::kId == kProtoSimple ? 1 : 4;
+    std::vector<AllReduceCase> cases = {{9001 / scale, kRedSum, launch == 1},
                                         {1, kRedSum, false},
-                                        {4099, kRedPreMulSum, true},
-                                        {3000, kRedSumPostDiv, false}};
+                                        {4099 / scale, kRedPreMulSum, true},
+                                        {3000 / scale, kRedSumPostDiv, false}};
     Works works(f.nRanks(), std::vector<std::vector<DevWork>>(f.nChannels()));
     for (auto& k : cases) k.add(f, works, rng);
     ASSERT_TRUE(f.launch(works, 60)) << "deadlock, launch " << launch;
@@ -228,29 +252,41 @@ void runCases(TreeFabric& f, uint64_t seed) {
   EXPECT_EQ(f.checkLinks(), "");
 }
 
-TEST(TreeProtoEmu, ChainsOfTwoToFourRanks) {
+template <typename P>
+class TreeProtoEmu : public ::testing::Test {};
+using Protocols = ::testing::Types<SimpleProto, LLProto, LL128Proto>;
+class ProtoNames {
+ public:
+  template <typename P>
+  static std::string GetName(int) {
+    return P::kId == kProtoSimple ? "Simple" : P::kId == kProtoLL ? "LL" : "LL128";
+  }
+};
+TYPED_TEST_SUITE(TreeProtoEmu, Protocols, ProtoNames);
+
+TYPED_TEST(TreeProtoEmu, ChainsOfTwoToFourRanks) {
   std::mt19937 rng(21);
   for (int n : {2, 3, 4}) {
     std::vector<int> a(n), b(n);
     std::iota(a.begin(), a.end(), 0);
     std::iota(b.begin(), b.end(), 0);
     std::shuffle(b.begin(), b.end(), rng);
-    TreeFabric f({chainOf(a), chainOf(b)});
+    TreeFabric<TypeParam> f({chainOf(a), chainOf(b)});
     SCOPED_TRACE("chain of " + std::to_string(n));
     runCases(f, 100 + n);
   }
 }
 
-TEST(TreeProtoEmu, BinaryTreeWithTwoChildren) {
+TYPED_TEST(TreeProtoEmu, BinaryTreeWithTwoChildren) {
   // Channel 0: root 1 with children 0 and 2, and 2 -> {3}: a chain below a two-child root.
   // Channel 1: 0 -> {2, 3}, 2 -> {1}.
-  TreeFabric f({{at(1), at(-1, 0, 2), at(1, 3), at(2)}, {at(-1, 2, 3), at(2), at(0, 1), at(0)}});
+  TreeFabric<TypeParam> f({{at(1), at(-1, 0, 2), at(1, 3), at(2)}, {at(-1, 2, 3), at(2), at(0, 1), at(0)}});
   runCases(f, 7);
 }
 
-TEST(TreeProtoEmu, HeadWithThreeChildren) {
+TYPED_TEST(TreeProtoEmu, HeadWithThreeChildren) {
   // A node head with its chain successor and two other nodes' heads below it.
-  TreeFabric f({{at(-1, 1, 2, 4), at(0), at(0, 3), at(2), at(0, 5), at(4)}});
+  TreeFabric<TypeParam> f({{at(-1, 1, 2, 4), at(0), at(0, 3), at(2), at(0, 5), at(4)}});
   runCases(f, 9);
 }
 

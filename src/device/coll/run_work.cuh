@@ -37,6 +37,12 @@ struct SimpleProto {
   static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
     return simpleChunkElems(workChunk, stepBytes, elemSize);
   }
+  // Threads of group g (its barrier count), and the first named barrier the protocol leaves free.
+  static WEFT_DEV int groupThreads(const Group& g) { return (g.nDataWarps + 1) * arch::kWarpSize; }
+  static constexpr int kFirstFreeBarrier = 1 + kSimpleMaxGroups * kSimpleReadyDepth;
+  // Tree's up and down groups: both cross links, so an even split.
+  static WEFT_DEV Group treeUpGroup() { return simpleSendGroup(kSimpleDataWarps / 2); }
+  static WEFT_DEV Group treeDownGroup() { return simpleRecvGroup(kSimpleDataWarps / 2); }
 };
 
 // LL and LL128 differ only in their primitives, block size (warps) and chunk rule; the warp groups
@@ -56,6 +62,10 @@ struct FlagProto {
   static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
     return Id == kProtoLL ? llChunkElems(workChunk, stepBytes, elemSize) : ll128ChunkElems(workChunk, stepBytes, elemSize);
   }
+  static WEFT_DEV int groupThreads(const Group& g) { return g.nWarps * arch::kWarpSize; }
+  static constexpr int kFirstFreeBarrier = 1 + kFlagMaxGroups;
+  static WEFT_DEV Group treeUpGroup() { return flagSendGroup(NWarps); }
+  static WEFT_DEV Group treeDownGroup() { return flagRecvGroup(NWarps); }
 };
 
 using LLProto = FlagProto<kProtoLL, LLPrims, kLLWarps>;
