@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# One GPU batch as used in session 3 (device tool, nvidia-h200-x2): build, coll_sweep by forced
-# algorithm/protocol and launch mode, torch and IREE-style clients, then small-message latency and
-# busbw against NCCL 2.28.9 (PyTorch's wheel) in the same run with the same binaries. Most output
-# goes to stdout (the device tool returns at most 8 files from $OUT).
-#   bash tools/gpu_batch.sh [quick]      quick: skip the 2-8 GiB all_reduce
+# GPU batches for the device tool (nvidia-h200-x2): build, then the stages asked for, each
+# printing a short summary to stdout (the device tool returns at most 8 files from $OUT; full
+# logs go to $OUT/logs). NCCL to compare with is NCCL 2.28.9 from PyTorch's wheel, run in the
+# same call with the same binaries. One device call fits about 10 minutes: session 3's whole
+# batch took ~8, so split it, e.g.
+#   bash tools/gpu_batch.sh correct latency        (~5 min with the build)
+#   bash tools/gpu_batch.sh perf fit               (~6 min)
+# Stages: correct (coll_sweep per forced algorithm/protocol and launch mode, kernel harness,
+# IREE-style and torch clients), latency (small all_reduce, one thread per GPU and CUDA graph,
+# default and forced Direct; the tuner's picks), perf (busbw ratios 256 KiB - 1 GiB), huge
+# (all_reduce 2-8 GiB), scan (busbw of broadcast/sendrecv/all_reduce per channel count, buffer
+# size, p2p warp split), fit (tools/fit_curves.sh: data lines for the tuning model fit).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
 OUT=${OUT:-/tmp/weft-gpu-batch}; L=$OUT/logs; mkdir -p $L
-QUICK=${1:-}
 B=build-gpu
 NCCL=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
+STAGES=${*:-correct latency}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
 t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft-perf weft_kernel_harness > $L/build.log 2>&1
 rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
@@ -20,29 +27,65 @@ sw() {  # label "VAR=value ..." coll_sweep-args...
   env $e timeout 200 $B/tests/gpu/coll_sweep -g 2 --quick --timeout 25 "$@" > $L/sw-$label.log 2>&1
   echo "sweep $label ($e $*) rc=$?"; grep -E "FAIL|no progress" $L/sw-$label.log | head -4
 }
-sw default "X=1" -m threads,procs,initall
-sw ll "NCCL_PROTO=LL" -m threads
-sw tree "NCCL_ALGO=allreduce:tree" -m threads
-sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
-sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
-timeout 60 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll --quick > $L/harness.log 2>&1; echo "harness LL rc=$?"
-timeout 60 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll128 --quick > $L/harness128.log 2>&1; echo "harness LL128 rc=$? (LL128 is off in isSupported)"; grep -c FAIL $L/harness128.log; grep -m3 FAIL $L/harness128.log
-timeout 60 $B/tests/gpu/iree_style_test > $L/iree.log 2>&1; echo "iree rc=$?"
-timeout 200 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft > $L/torch.log 2>&1; echo "torch rc=$?"; tail -2 $L/torch.log
 
-echo "== latency, us (all_reduce, -t 2 -g 1, then CUDA graph -G 10)"
-for m in "-t 2 -g 1" "-t 2 -g 1 -G 10"; do for v in nccl:$NCCL weft:$B; do
-  echo "# ${v%%:*} $m"; LD_LIBRARY_PATH=${v#*:} timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 64K -f 8 -c 1 -n 300 -w 50 $m 2>&1 |
-    grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $6} END{print ""}'
-done; done
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 1G -f 8 -c 0 -n 1 -w 0 -g 2 2>&1 |
-  grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -16
-echo "== busbw GB/s per size (weft-perf -g 2 -c 0): ops and sizes as labelled"
+stage_correct() {
+  timeout 60 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll --quick > $L/harness.log 2>&1; echo "harness LL rc=$?"
+  timeout 60 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll128 --quick > $L/harness128.log 2>&1
+  echo "harness LL128 rc=$? failures: $(grep -c FAIL $L/harness128.log)"; grep -m3 FAIL $L/harness128.log
+  sw default "X=1" -m threads,procs,initall
+  sw ll "NCCL_PROTO=LL" -m threads
+  sw ll128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_PROTO=LL128" -m threads,procs
+  sw tree "NCCL_ALGO=allreduce:tree NCCL_PROTO=Simple" -m threads
+  sw treell "NCCL_ALGO=allreduce:tree NCCL_PROTO=LL" -m threads,procs
+  sw treell128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_ALGO=allreduce:tree NCCL_PROTO=LL128" -m threads
+  sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
+  sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
+  timeout 60 $B/tests/gpu/iree_style_test > $L/iree.log 2>&1; echo "iree rc=$?"
+  timeout 200 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft > $L/torch.log 2>&1
+  echo "torch rc=$?"; tail -2 $L/torch.log
+}
+
+stage_latency() {
+  echo "== latency, us (all_reduce 8 B - 64 KiB; -t 2 -g 1, then CUDA graph -G 10)"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10"; do
+    for v in "nccl:$NCCL:X=1" "weft:$B:X=1" "weft-direct:$B:NCCL_ALGO=allreduce:direct" \
+             "weft-twoshot:$B:NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1"; do
+      IFS=: read -r label lib envs <<< "$v"
+      printf "%-13s %-16s " "$label" "$m"
+      env $envs LD_LIBRARY_PATH=$lib timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 64K -f 8 -c 1 -n 300 -w 50 $m 2>&1 |
+        grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $6} END{print ""}'
+    done
+  done
+  echo "== tuner picks (weft, all_reduce -g 2)"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 1G -f 8 -c 0 -n 1 -w 0 -g 2 2>&1 |
+    grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -16
+}
+
 perf() {  # label ops -b -e -f -n
   for v in nccl:$NCCL weft:$B; do echo "### ${v%%:*}" >> $L/$1.log
     LD_LIBRARY_PATH=${v#*:} timeout 200 $B/tools/weft-perf $2 -g 2 -b $3 -e $4 -f $5 -c 0 -n $6 -w 2 >> $L/$1.log 2>&1; done
   python3 tools/ratio_table.py $L/$1.log --ops $2
 }
-perf mid all_reduce,all_gather,reduce_scatter 256K 64M 4 20
-perf big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
-[ "$QUICK" = quick ] || perf huge all_reduce 2G 8G 4 3
+stage_perf() {
+  echo "== busbw GB/s per size (weft-perf -g 2 -c 0): ops and sizes as labelled"
+  perf mid all_reduce,all_gather,reduce_scatter 256K 64M 4 20
+  perf big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
+}
+stage_huge() { perf huge all_reduce 2G 8G 4 3; }
+# Where broadcast/sendrecv/all_reduce plateau below NCCL at 256 MiB - 1 GiB: busbw per setting.
+stage_scan() {
+  echo "== knob scan: busbw GB/s at 256M 1G (weft-perf -g 2 -c 0 -n 8)"
+  for e in "X=1" "NCCL_MAX_NCHANNELS=16" "NCCL_MAX_NCHANNELS=24" "NCCL_MIN_NCHANNELS=32 NCCL_MAX_NCHANNELS=32" \
+           "NCCL_BUFFSIZE=2097152" "NCCL_BUFFSIZE=8388608" "NCCL_WEFT_P2P_SEND_WARPS=7"; do
+    for op in broadcast sendrecv all_reduce; do
+      printf "%-44s %-10s " "$e" "$op"
+      env $e LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf $op -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+        grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+    done
+  done
+}
+stage_fit() { bash tools/fit_curves.sh $B 2 | tee $L/fit.txt; }
+
+for s in $STAGES; do
+  t0=$SECONDS; echo "=== stage $s"; "stage_$s"; echo "=== stage $s took $((SECONDS-t0)) s"
+done

@@ -19,21 +19,25 @@ The model (same equations as src/graph/tuning.cc, single node):
   pipe(s) = 2 sqrt(s * alpha / b) while the best chunk sqrt(s * alpha * b) fits one step,
             else s * alpha / step + step / b;   alpha = stepUs[a][p] * funcStep[f]
 What is fitted: base, bwEff and stepUs per (algo, proto) from AllReduce curves; funcBw and
-funcStep per collective from its Ring/Simple curve, with base shared. The rest (per-hop
+funcStep per collective from its Ring/Simple curve, with base shared. Direct (weft's one-hop
+LL algorithms; algo "direct", proto "ll" for one-shot and AllGather, "ll-twoshot" for two-shot
+AllReduce), when the data has such lines: base and bwEff of Direct/LL, with its own model
+  t = base + hops * hw + sent / c / b,  sent = bytes x (n-1) one-shot, 2(n-1)/n two-shot (2 hops),
+  (n-1)/n AllGather;  c = clamp(bytes / (16 x 512), 1, maxChannels). The rest (per-hop
 latencies, protocol efficiencies, thresholds, thread counts) is NCCL's model, not fitted.
 """
 import math
 import sys
 
-ALGOS = ["tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"]
+ALGOS = ["tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat", "direct"]
 PROTOS = ["ll", "ll128", "simple"]
 FUNCS = ["broadcast", "reduce", "allgather", "reducescatter", "allreduce"]
 LINKS = ["nvlink", "pcie", "net"]
 
 # NCCL's per-hop latencies (us), src/graph/tuning.cc of NCCL 2.30.7 (not fitted here).
 HW = {
-    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
-    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "direct": (0.6, 0, 0)},
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "direct": (1.0, 0, 0)},
     "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
 }
 PROTO_EFF = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
@@ -64,7 +68,25 @@ def pipe(s, alpha, b, step):
     return s * alpha / step + step / b
 
 
+DIRECT_THRESHOLD = 16  # bytes per thread of a Direct/LL channel (tuning_constants.cc)
+
+
+def predict_direct(cfg, k, func, proto, nbytes):
+    n = cfg["nranks"]
+    c = min(max(nbytes / (DIRECT_THRESHOLD * MAX_THREADS["ll"]), 1.0), cfg["maxchannels"])
+    b = cfg["bwperchannel"] * 1e3 * PROTO_EFF["ll"] * k["bweff.direct.ll"]
+    if func == "allgather":
+        nhops, sent = 1, nbytes * (n - 1) / n
+    elif proto == "ll-twoshot":
+        nhops, sent = 2, nbytes * 2.0 * (n - 1) / n
+    else:
+        nhops, sent = 1, nbytes * (n - 1)
+    return k["base.direct.ll"] + nhops * HW[cfg["link"]]["direct"][0] + sent / c / b
+
+
 def predict(cfg, k, func, algo, proto, nbytes):
+    if algo == "direct":
+        return predict_direct(cfg, k, func, proto, nbytes)
     n = cfg["nranks"]
     thr = THRESHOLD[proto] * (n if (algo == "ring" and proto == "ll") else 1)
     c = min(max(nbytes / (thr * MAX_THREADS[proto]), 1.0), cfg["maxchannels"])
@@ -172,6 +194,10 @@ def main():
     for f in FUNCS:
         if f != "allreduce":
             fit_group(cfg, k, fixed, group(f, "ring", "simple"), [f"funcbw.{f}", f"funcstep.{f}"])
+    # Direct: every direct line (one-shot, two-shot, AllGather) shares base and bwEff.
+    direct = [p for p in fitpts if p[1] == "direct"]
+    if direct:
+        fit_group(cfg, k, fixed, direct, ["base.direct.ll", "bweff.direct.ll"])
 
     out = ["# weft tuning constants fitted by tests/unit/data/tuning_fit.py from " + sys.argv[1]]
     for a in ["tree", "ring"]:
@@ -180,6 +206,8 @@ def main():
                     f"step.{a}.{p} = {k[f'step.{a}.{p}']:.4f}"]
     for f in FUNCS:
         out += [f"funcbw.{f} = {k[f'funcbw.{f}']:.4f}", f"funcstep.{f} = {k[f'funcstep.{f}']:.4f}"]
+    if direct:
+        out += [f"base.direct.ll = {k['base.direct.ll']:.3f}", f"bweff.direct.ll = {k['bweff.direct.ll']:.4f}"]
     text = "\n".join(out) + "\n"
     if "--tuning-file" in sys.argv:
         open(sys.argv[sys.argv.index("--tuning-file") + 1], "w").write(text)
