@@ -79,8 +79,11 @@ TEST(Planner, ManyTasksAreCutIntoSeveralLaunchesKeepingOrder) {
 
 // Simulates every rank's plan for a random-looking set of exchanges and checks that on each
 // channel, the k-th send from a to b and the k-th receive at b from a describe the same bytes.
-TEST(Planner, PointToPointPlansOfAllRanksMatch) {
-  const int n = 5, nChannels = 3;
+// What each sender puts on a channel is what its receiver expects there, for any rank count.
+class PointToPointRanks : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {
+  const int n = GetParam().first, nChannels = GetParam().second;
   std::vector<std::vector<Task>> tasks(n);
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
@@ -108,6 +111,14 @@ TEST(Planner, PointToPointPlansOfAllRanksMatch) {
   EXPECT_FALSE(sent.empty());
   EXPECT_EQ(sent, received);
 }
+
+// (ranks, channels): issue 6 asks for 3 to 64 ranks without the 4- and 8-GPU machines.
+INSTANTIATE_TEST_SUITE_P(Sizes, PointToPointRanks,
+                         ::testing::Values(std::make_pair(5, 3), std::make_pair(3, 1), std::make_pair(8, 4),
+                                           std::make_pair(16, 2), std::make_pair(64, 4)),
+                         [](const ::testing::TestParamInfo<std::pair<int, int>>& i) {
+                           return std::to_string(i.param.first) + "ranks" + std::to_string(i.param.second) + "ch";
+                         });
 
 TEST(Planner, SelfSendAndReceiveShareOneItem) {
   PlanShape s = ringShape(2, 4, 2);

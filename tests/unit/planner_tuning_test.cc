@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -257,25 +258,41 @@ TEST(PlannerTuning, LaunchesSplitByProtocolInCallOrder) {
   EXPECT_EQ(launches[1].proto, kLL);
 }
 
+// Ranks that split a collective differently wait forever for each other: every rank must make
+// the same choices, channels, offsets and chunks, for any rank count (issue 6: 3 to 64 ranks).
 TEST(PlannerTuning, EveryRankPlansTheSameCollectives) {
-  const int n = 4;
   std::vector<Task> tasks;
   for (size_t count : {size_t(3), size_t(5000), size_t(1) << 18, size_t(1) << 23, size_t(77)}) {
     tasks.push_back(coll(TaskKind::kAllReduce, count));
     tasks.push_back(coll(TaskKind::kAllGather, count, dev::kBfloat16));
     tasks.push_back(coll(TaskKind::kReduceScatter, count, dev::kInt64));
+    tasks.push_back(coll(TaskKind::kBroadcast, count, dev::kUint8));
+    tasks.push_back(coll(TaskKind::kReduce, count, dev::kFloat16));
   }
-  std::vector<std::vector<PlannedLaunch>> plans(n);
-  for (int r = 0; r < n; ++r) ASSERT_EQ(planTasks(tasks, nvlinkShape(r, n), &plans[r]), ncclSuccess);
   auto key = [](const std::vector<PlannedLaunch>& p) {
     std::vector<std::vector<uint64_t>> k;
     for (const Item& it : items(p))
       k.push_back({(uint64_t)it.launch, (uint64_t)it.proto, (uint64_t)it.channel, it.w.func, it.w.algo, it.w.proto,
-                   it.w.count, it.w.chanOffset, it.w.chanCount, it.w.chunkElems});
+                   it.w.count, it.w.chanOffset, it.w.chanCount, it.w.chunkElems, (uint64_t)it.w.root});
     return k;
   };
-  EXPECT_GT(plans[0].size(), 1u) << "the mix must use more than one protocol";
-  for (int r = 1; r < n; ++r) EXPECT_EQ(key(plans[r]), key(plans[0])) << "rank " << r;
+  // (ranks, nodes): one NVLink node, or nodes joined by a 12.5 GB/s-per-channel network, where
+  // Tree (double binary tree across nodes) competes with Ring.
+  for (auto [n, nodes] : {std::pair{3, 1}, {4, 1}, {5, 1}, {8, 1}, {16, 1}, {64, 1}, {16, 2}, {64, 8}}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks on " + std::to_string(nodes) + " nodes");
+    std::vector<std::vector<PlannedLaunch>> plans(n);
+    for (int r = 0; r < n; ++r) {
+      PlanShape s = nvlinkShape(r, n);
+      s.tuning.nNodes = nodes;
+      s.tuning.interBwPerChannel = nodes > 1 ? 12.5 : 0;
+      ASSERT_EQ(planTasks(tasks, s, &plans[r]), ncclSuccess);
+    }
+    EXPECT_GT(plans[0].size(), 1u) << "the mix must use more than one protocol";
+    std::set<int> algos;
+    for (const Item& it : items(plans[0])) algos.insert(it.w.algo);
+    if (nodes > 1) EXPECT_TRUE(algos.count(dev::kAlgoTree)) << "across nodes some AllReduce takes Tree";
+    for (int r = 1; r < n; ++r) ASSERT_EQ(key(plans[r]), key(plans[0])) << "rank " << r;
+  }
 }
 
 TEST(PlannerTuning, EstimateIsTheSumOfTheModelsChoices) {
