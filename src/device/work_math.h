@@ -46,7 +46,7 @@
 //     must be equal, and so must chunkElems * dataTypeBytes on both sides (p2pChunkElems() is
 //     the reference). Items of one channel run in order: pair sends and receives in the same
 //     order on both ranks (NCCL's rounds: send to rank+d, receive from rank-d).
-// Tree AllReduce (func = kFuncAllReduce, algo = kAlgoTree, proto = kProtoSimple):
+// Tree AllReduce (func = kFuncAllReduce, algo = kAlgoTree, any proto; LL/LL128 as below):
 //   - DevChannel.tree: this rank's parent (up, -1 at the root) and children (down[], -1 where
 //     none, filled from index 0) in the channel's tree, the same tree on all ranks: a chain inside
 //     each node, chain heads joined by a double binary tree across nodes (graph/channels.h).
@@ -56,7 +56,7 @@
 //     in place when sendBuff == recvBuff. A rank with several children keeps partial sums in
 //     recvBuff (overwritten by the result).
 //   - chunkElems: elements per primitive call, the same on all ranks (clamped like Ring's);
-//     treeChunkElems() is the reference. Each chunk goes up the tree and comes back down; with at
+//     treeChunkElems() is the reference for Simple, 0 (one step) for LL/LL128. Each chunk goes up the tree and comes back down; with at
 //     most one child the up and down streams run concurrently on two warp groups.
 // Launch (DevKernelArgs): one block per channel with work, kernelThreads(kProtoSimple) = 512
 // threads, kernelDynamicSmem() = 0 bytes of dynamic shared memory, at most kMaxWorksPerChannel
