@@ -10,7 +10,8 @@
 # IREE-style and torch clients), latency (small all_reduce, one thread per GPU and CUDA graph,
 # default and forced Direct; the tuner's picks), perf (busbw ratios 256 KiB - 1 GiB), huge
 # (all_reduce 2-8 GiB), scan (busbw of broadcast/sendrecv/all_reduce per channel count, buffer
-# size, p2p warp split), fit (tools/fit_curves.sh: data lines for the tuning model fit).
+# size, p2p warp split), fit (tools/fit_curves.sh: data lines for the tuning model fit), warps
+# (Simple blocks of 17 and 20 warps as NCCL's, built beside the default, against NCCL).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -85,6 +86,29 @@ stage_scan() {
   done
 }
 stage_fit() { bash tools/fit_curves.sh $B 2 | tee $L/fit.txt; }
+# Simple blocks of 17 warps (NCCL's 16 copy warps + 1) and 20 (NCCL's send/recv block), built
+# beside the default (WEFT_SIMPLE_WARPS, 96 registers): quick sweep, then busbw against NCCL.
+stage_warps() {
+  local w pids=()
+  for w in 17 20; do
+    (cmake -S . -B $B-w$w -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 -DWEFT_SIMPLE_WARPS=$w \
+       -DWEFT_BUILD_TESTS=OFF > $L/cfg-w$w.log 2>&1 && cmake --build $B-w$w -j15 --target weft_shared > $L/build-w$w.log 2>&1) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait $p || echo "variant build failed: $(grep -m3 error $L/build-w*.log)"; done
+  for w in 17 20; do
+    LD_LIBRARY_PATH=$B-w$w timeout 200 $B/tests/gpu/coll_sweep -g 2 --quick --timeout 25 -m threads > $L/sw-w$w.log 2>&1
+    echo "sweep w$w rc=$?"; grep -E "FAIL|no progress" $L/sw-w$w.log | head -3
+  done
+  echo "== busbw GB/s at 256M 1G: NCCL, weft 16 warps, 17, 20 (weft-perf -g 2 -c 0 -n 8)"
+  for op in broadcast sendrecv all_reduce reduce all_gather; do
+    for v in nccl:$NCCL w16:$B w17:$B-w17 w20:$B-w20; do
+      printf "%-10s %-5s " $op ${v%%:*}
+      LD_LIBRARY_PATH=${v#*:} timeout 60 $B/tools/weft-perf $op -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+        grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+    done
+  done
+}
 
 for s in $STAGES; do
   t0=$SECONDS; echo "=== stage $s"; "stage_$s"; echo "=== stage $s took $((SECONDS-t0)) s"

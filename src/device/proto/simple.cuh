@@ -26,7 +26,14 @@ namespace weft::dev {
 
 // 512 threads: 15 data warps + the sync warp on NVIDIA. A 17th warp would cost every thread 32
 // registers (registers are split over 4 SM partitions: 5 warps on one of them leave 96 each).
+// NCCL runs 17 warps (16 copy warps + 1) for Simple collectives and 20 for send/recv, at 96
+// registers: the CMake option WEFT_SIMPLE_WARPS builds such a variant for measurements (more than
+// 16 warps compiles all device code for 96 registers).
+#ifdef WEFT_SIMPLE_WARPS
+constexpr int kSimpleWarps = WEFT_SIMPLE_WARPS;
+#else
 constexpr int kSimpleWarps = arch::kDefaultBlockThreads / arch::kWarpSize;
+#endif
 constexpr int kSimpleDataWarps = kSimpleWarps - 1;
 constexpr int kSimpleThreads = kSimpleWarps * arch::kWarpSize;
 constexpr int kSimpleReadyDepth = 2;  // slices released ahead of the data warps (4 measured no faster)
