@@ -2,10 +2,11 @@
 # GPU batches for the device tool (nvidia-h200-x2): build, then the stages asked for, each
 # printing a short summary to stdout (the device tool returns at most 8 files from $OUT; full
 # logs go to $OUT/logs). NCCL to compare with is NCCL 2.28.9 from PyTorch's wheel, run in the
-# same call with the same binaries. One device call fits about 10 minutes: session 3's whole
-# batch took ~8, so split it, e.g.
-#   bash tools/gpu_batch.sh correct latency        (~5 min with the build)
-#   bash tools/gpu_batch.sh perf fit               (~6 min)
+# same call with the same binaries. One device call may run 10 minutes, so split the stages, e.g.
+#   bash tools/gpu_batch.sh correct                (~8 min with the build)
+#   bash tools/gpu_batch.sh latency perf           (~5 min; the build folder survives while warm)
+#   bash tools/gpu_batch.sh scan fit               (~5 min)
+#   bash tools/gpu_batch.sh warps                  (~7 min)
 # Stages: correct (coll_sweep per forced algorithm/protocol and launch mode, kernel harness,
 # IREE-style and torch clients), latency (small all_reduce, one thread per GPU and CUDA graph,
 # default and forced Direct; the tuner's picks), perf (busbw ratios 256 KiB - 1 GiB), huge
