@@ -56,8 +56,9 @@
 //     in place when sendBuff == recvBuff. A rank with several children keeps partial sums in
 //     recvBuff (overwritten by the result).
 //   - chunkElems: elements per primitive call, the same on all ranks (clamped like Ring's);
-//     treeChunkElems() is the reference for Simple, 0 (one step) for LL/LL128. Each chunk goes up the tree and comes back down; with at
-//     most one child the up and down streams run concurrently on two warp groups.
+//     treeChunkElems() is the reference for Simple, 0 (one step) for LL/LL128. Each chunk goes up
+//     the tree and comes back down; with at most one child the up and down streams run
+//     concurrently on two warp groups.
 // Launch (DevKernelArgs): one block per channel with work, kernelThreads(kProtoSimple) = 512
 // threads, kernelDynamicSmem() = 0 bytes of dynamic shared memory, at most kMaxWorksPerChannel
 // items per block; works 8-byte aligned (any FIFO of DevWork is); blockArrivals zero before the

@@ -79,7 +79,6 @@ TEST(Planner, ManyTasksAreCutIntoSeveralLaunchesKeepingOrder) {
 
 // Simulates every rank's plan for a random-looking set of exchanges and checks that on each
 // channel, the k-th send from a to b and the k-th receive at b from a describe the same bytes.
-// What each sender puts on a channel is what its receiver expects there, for any rank count.
 class PointToPointRanks : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {

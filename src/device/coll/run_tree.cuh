@@ -13,10 +13,9 @@ namespace weft::dev {
 // after the protocol's own barriers.
 template <typename P>
 constexpr int treeGroupBarrier(int groupIndex) {
+  static_assert(P::kFirstFreeBarrier + 2 <= arch::kNamedBarriers, "not enough named barriers");
   return P::kFirstFreeBarrier + groupIndex;
 }
-static_assert(SimpleProto::kFirstFreeBarrier + 2 <= arch::kNamedBarriers, "not enough named barriers");
-static_assert(LLProto::kFirstFreeBarrier + 2 <= arch::kNamedBarriers, "not enough named barriers");
 
 // The functor of each role (tree.cuh): the pre-op only where the own input is read first, the
 // post-op only where the reduction completes. Other functors have neither and serve every role.
@@ -85,7 +84,7 @@ WEFT_DEV void runTreeAllReduce(const DevWork& w, const WorkEnvT<typename P::Shar
       }
       // The group's next primitives object reloads the connection steps this one saved (all its
       // threads read them).
-      if (group != kTreeGroupAll) arch::barSync(treeGroupBarrier<P>(g.index), P::groupThreads(g));
+      if (group != kTreeGroupAll) arch::barSync(treeGroupBarrier<P>(g.index), groupThreads(g));
     }
     if (group == kTreeGroupAll) arch::syncBlock();
   };

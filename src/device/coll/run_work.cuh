@@ -37,8 +37,7 @@ struct SimpleProto {
   static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
     return simpleChunkElems(workChunk, stepBytes, elemSize);
   }
-  // Threads of group g (its barrier count), and the first named barrier the protocol leaves free.
-  static WEFT_DEV int groupThreads(const Group& g) { return (g.nDataWarps + 1) * arch::kWarpSize; }
+  // The first named barrier the protocol leaves free.
   static constexpr int kFirstFreeBarrier = 1 + kSimpleMaxGroups * kSimpleReadyDepth;
   // Tree's up and down groups: both cross links, so an even split.
   static WEFT_DEV Group treeUpGroup() { return simpleSendGroup(kSimpleDataWarps / 2); }
@@ -62,7 +61,6 @@ struct FlagProto {
   static WEFT_DEV uint64_t chunkElems(uint64_t workChunk, uint64_t stepBytes, int elemSize) {
     return Id == kProtoLL ? llChunkElems(workChunk, stepBytes, elemSize) : ll128ChunkElems(workChunk, stepBytes, elemSize);
   }
-  static WEFT_DEV int groupThreads(const Group& g) { return g.nWarps * arch::kWarpSize; }
   static constexpr int kFirstFreeBarrier = 1 + kFlagMaxGroups;
   static WEFT_DEV Group treeUpGroup() { return flagSendGroup(NWarps); }
   static WEFT_DEV Group treeDownGroup() { return flagRecvGroup(NWarps); }

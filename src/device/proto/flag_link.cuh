@@ -38,6 +38,7 @@ WEFT_DEV FlagGroup flagFullGroup(int nWarps) { return {0, 0, nWarps}; }
 WEFT_DEV FlagGroup flagSendGroup(int nWarps) { return {0, 0, nWarps / 2}; }
 WEFT_DEV FlagGroup flagRecvGroup(int nWarps) { return {1, nWarps / 2, nWarps - nWarps / 2}; }
 
+WEFT_DEV int groupThreads(const FlagGroup& g) { return g.nWarps * arch::kWarpSize; }
 WEFT_DEV bool inGroup(const FlagGroup& g) {
   int w = arch::warpId();
   return w >= g.firstWarp && w < g.firstWarp + g.nWarps;
@@ -51,7 +52,7 @@ class FlagLink {
                     ConnInfo* sendConn, int proto)
       : sh_(sh), abortFlag_(abortFlag), recvConn_(recvConn), sendConn_(sendConn) {
     tid_ = arch::threadId() - g.firstWarp * arch::kWarpSize;
-    nThreads_ = g.nWarps * arch::kWarpSize;
+    nThreads_ = groupThreads(g);
     warp_ = tid_ / arch::kWarpSize;
     nWarps_ = g.nWarps;
     barrier_ = 1 + g.index;

@@ -71,6 +71,8 @@ WEFT_DEV SimpleGroup simpleRecvGroup(int sendWarps) {
   const int s = clampSendWarps(sendWarps);
   return {1, s, kSimpleDataWarps - s - 1, kSimpleDataWarps - 1};
 }
+// Threads of group g: its data warps and its sync warp (the count of its named barriers).
+WEFT_DEV int groupThreads(const SimpleGroup& g) { return (g.nDataWarps + 1) * arch::kWarpSize; }
 WEFT_DEV bool inGroup(const SimpleGroup& g) {
   int w = arch::warpId();
   return w == g.syncWarp || (w >= g.firstWarp && w < g.firstWarp + g.nDataWarps);
@@ -89,7 +91,7 @@ class SimpleLink {
     tid_ = arch::threadId() - g.firstWarp * arch::kWarpSize;
     nDataWarps_ = g.nDataWarps;
     barrierBase_ = 1 + g.index * kSimpleReadyDepth;
-    nBarThreads_ = (g.nDataWarps + 1) * arch::kWarpSize;
+    nBarThreads_ = groupThreads(g);
     if (recvConn) {
       recvBuff_ = recvConn->buffs[kProtoSimple];
       recvStep_ = arch::ldN<8>(&recvConn->step);
