@@ -228,22 +228,24 @@ inline void stLine16(void* p, const Pack16& v) {
   std::lock_guard<std::mutex> lk(lineLock(p));
   st16(p, v);
 }
-// LL128: a 128-byte line is whole when its flag part is seen. Stores: the data parts of the warp's
-// slot, then (after the warp syncs) the flag part with release; loads: the flag part with acquire,
-// then (after the warp syncs) the data parts. Emulated warps are 4 lanes, so a line spans two
+// LL128: stores: the data parts of the warp's slot, then (after the warp syncs) the flag part with
+// release. Loads model the GPU's weaker promise: one warp load may return a line's data parts
+// older than its flag part (its sectors are served at different times), so the data parts are
+// read first and the flag part, with acquire, last; only a load after the flag was seen returns
+// the whole line (callers reload, as on the GPU). Emulated warps are 4 lanes, so a line spans two
 // slots: callers store slots in ascending and load them in descending order, which keeps a line's
 // flag part last on store and first on load.
 inline Pack16 ll128Load(const void* p, bool flag, bool active) {  // poll (the flag part)
   Pack16 v{};
   const char* c = static_cast<const char*>(p);
+  if (active && !flag) std::memcpy(&v, c, 16);
+  syncWarp();
   if (active && flag) {
     pollPause();
     uint64_t f = __atomic_load_n(reinterpret_cast<const uint64_t*>(c + 8), __ATOMIC_ACQUIRE);
     std::memcpy(&v.w[2], &f, 8);
     std::memcpy(&v.w[0], c, 8);
   }
-  syncWarp();
-  if (active && !flag) std::memcpy(&v, c, 16);
   return v;
 }
 inline void ll128Store(void* p, const Pack16& v, bool flag, bool active) {

@@ -108,6 +108,15 @@ WEFT_UNROLL
             break;
           }
         }
+        // Read every line once more now that all its flags were seen. One warp load does not
+        // promise one snapshot of each 128-byte line: its 32-byte sectors may be served at
+        // different times, so the flag sector can be new while the first sector is still the
+        // previous step's (seen on H200: stale bytes at the start of lines, under load). A line
+        // whose flag was visible is visible whole to a later load. NCCL reloads the same way.
+        if (!skip && !aborted_) {
+WEFT_UNROLL
+          for (int s = kLL128PartsPerLane - 1; s >= 0; s--) v[s] = arch::ll128Load(rslot + bufOff[s], isFlag[s], active[s]);
+        }
       }
 WEFT_UNROLL
       for (int s = 0; s < kLL128PartsPerLane; s++) {
