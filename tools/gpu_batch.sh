@@ -7,6 +7,7 @@
 #   bash tools/gpu_batch.sh latency perf           (~5 min; the build folder survives while warm)
 #   bash tools/gpu_batch.sh scan fit               (~5 min)
 #   bash tools/gpu_batch.sh warps                  (~7 min)
+#   bash tools/gpu_batch.sh verify                 (~9 min with the build; session 5's changes)
 # Stages: correct (coll_sweep per forced algorithm/protocol and launch mode, kernel harness,
 # IREE-style and torch clients), latency (small all_reduce, one thread per GPU and CUDA graph,
 # default and forced Direct; the tuner's picks), perf (busbw ratios 256 KiB - 1 GiB), huge
@@ -106,6 +107,46 @@ stage_warps() {
     for v in nccl:$NCCL w16:$B w17:$B-w17 w20:$B-w20; do
       printf "%-10s %-5s " $op ${v%%:*}
       LD_LIBRARY_PATH=${v#*:} timeout 60 $B/tools/weft-perf $op -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+        grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+    done
+  done
+}
+
+# Session 5's changes: LL128 with the reload after the flags (harness, sweeps, mid sizes with
+# LL128 allowed), the specialized Direct kernels against the general one (latency, sweeps), and a
+# channel scan of the collectives the first scan left out.
+lat() {  # label "VAR=value ..." lib weft-perf-args...
+  local label=$1 e=$2 lib=$3; shift 3
+  printf "%-13s %-22s " "$label" "$*"
+  env $e LD_LIBRARY_PATH=$lib timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 64K -f 8 -c 1 -n 300 -w 50 "$@" 2>&1 |
+    grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $6} END{print ""}'
+}
+stage_verify() {
+  timeout 90 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll128 --quick > $L/harness128.log 2>&1
+  echo "harness LL128 rc=$? failures: $(grep -c FAIL $L/harness128.log)"; grep -m3 FAIL $L/harness128.log
+  sw ll128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_PROTO=LL128" -m threads,procs
+  sw treell128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_ALGO=allreduce:tree NCCL_PROTO=LL128" -m threads
+  sw default "X=1" -m threads,procs
+  sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
+  sw directgen "NCCL_WEFT_SPECIAL_KERNELS=0 NCCL_ALGO=allreduce:direct,allgather:direct" -m threads
+  echo "== latency, us (all_reduce 8 B - 64 KiB): special = specialized Direct kernel, general = NCCL_WEFT_SPECIAL_KERNELS=0"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1" "-t 1 -g 1 -G 10"; do
+    lat nccl "X=1" $NCCL $m; lat weft-special "X=1" $B $m; lat weft-general "NCCL_WEFT_SPECIAL_KERNELS=0" $B $m
+  done
+  stage_perf
+  echo "== weft with LL128 allowed (NCCL_WEFT_ENABLE_LL128=1): busbw GB/s, and the tuner's picks"
+  for op in all_reduce all_gather reduce_scatter; do
+    printf "%-15s " $op
+    NCCL_WEFT_ENABLE_LL128=1 LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf $op -g 2 -b 256K -e 64M -f 4 -c 0 -n 20 -w 2 2>&1 |
+      grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+  done
+  NCCL_WEFT_ENABLE_LL128=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 256K -e 64M -f 4 -c 0 -n 1 -w 0 -g 2 2>&1 |
+    grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -8
+  echo "== channel scan: busbw GB/s at 256M 1G"
+  for e in "NCCL_MAX_NCHANNELS=16" "NCCL_MAX_NCHANNELS=24" "X=1"; do
+    for op in reduce all_gather reduce_scatter alltoall; do
+      printf "%-24s %-15s " "$e" "$op"
+      env $e LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf $op -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
         grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
     done
   done

@@ -14,6 +14,10 @@ namespace weft::dev {
 // Null when the protocol is not built (LL128 needs WEFT_ARCH_HAS_LL128: not on HIP).
 const void* kernelFunction(Proto proto);
 
+// The kernel specialized for one kind of item (special_kernels.h: SpecialKernel), launched like
+// kernelFunction(kProtoLL); null for kSpecialNone or where it is not built.
+const void* specialKernelFunction(int kind);
+
 // Threads per block; the kernel is compiled for exactly this many (launch bounds).
 int kernelThreads(Proto proto);
 

@@ -16,6 +16,8 @@ namespace weft::enqueue {
 namespace {
 
 const param::IntParam kWaitTimeout{"NCCL_TIMEOUT", 1800};  // seconds; 0 = wait forever
+// 0: every LL launch runs the general LL kernel, also where a specialized one exists (A/B runs).
+const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
 
 constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
 
@@ -174,7 +176,9 @@ Status launchOne(const CommLaunches& c, size_t index) {
   WEFT_TRY(device.set(c.comm->cudaDev));
   const PlannedLaunch& launch = c.launches[index];
   const dev::Proto proto = (dev::Proto)launch.proto;
-  const void* fn = dev::kernelFunction(proto);
+  const void* fn = nullptr;
+  if (kSpecialKernels.get() != 0) fn = dev::specialKernelFunction(specialKernelOfLaunch(launch));
+  if (fn == nullptr) fn = dev::kernelFunction(proto);
   if (fn == nullptr) {
     // isSupported said yes to a protocol the build has no kernel for: a device-code bug.
     WEFT_WARN("rank %d: no kernel is built for protocol %d, which the tuner chose", c.comm->rank, launch.proto);

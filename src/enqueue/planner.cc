@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "device/kernel_api.h"
+#include "device/special_kernels.h"
 #include "device/work_math.h"
 #include "graph/algo_proto_env.h"
 
@@ -207,6 +208,17 @@ size_t PlannedLaunch::workCount() const {
   size_t n = 0;
   for (const auto& w : works) n += w.size();
   return n;
+}
+
+int specialKernelOfLaunch(const PlannedLaunch& launch) {
+  int kind = dev::kSpecialNone;
+  for (const auto& list : launch.works)
+    for (const dev::DevWork& w : list) {
+      const int k = dev::specialKernelOf(w);
+      if (k == dev::kSpecialNone || (kind != dev::kSpecialNone && k != kind)) return dev::kSpecialNone;
+      kind = k;
+    }
+  return kind;
 }
 
 int defaultCopyLanes(int nChannels) {

@@ -55,6 +55,10 @@ struct PlannedLaunch {
   size_t workCount() const;
 };
 
+// The specialized kernel (device/special_kernels.h) that can run every item of the launch, or
+// dev::kSpecialNone when its items are not all of one such kind.
+int specialKernelOfLaunch(const PlannedLaunch& launch);
+
 // What the planner runs one collective with.
 struct CollChoice {
   int algo = dev::kAlgoRing;

@@ -9,6 +9,9 @@
 #define WEFT_ARCH_HOST_EMULATION 1
 #include "emu_dispatch.h"
 
+#include "device/coll/run_special.cuh"
+#include "enqueue/planner.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -202,6 +205,59 @@ TEST(DirectEmu, AllGatherOddCountsInPlaceAndShifted) {
     colls.push_back(direct(kFuncAllGather, kFloat16, kRedSum, 17, false, true));
     colls.push_back(direct(kFuncAllGather, kInt32, kRedSum, 250, false, false, 4));
     runAndCheck(comm, colls, rng, std::to_string(n) + " ranks");
+  }
+}
+
+// The specialized kernels' runners (kernel_special.cu) on launches of their own kind, the way the
+// host picks them (specialKernelOfLaunch): results, links, and step counters that the general
+// LL kernel continues from.
+template <int Kind>
+void runSpecial(MeshComm& comm, std::vector<Coll>& colls, std::mt19937& rng, const std::string& what) {
+  Works works(comm.nRanks(), std::vector<std::vector<DevWork>>(comm.nChannels()));
+  for (auto& k : colls) addColl(comm, k, works, rng);
+  for (auto& perRank : works) {
+    enqueue::PlannedLaunch launch;
+    launch.proto = kProtoLL;
+    for (auto& list : perRank) {
+      for (DevWork& w : list) w.proto = kProtoLL;
+      launch.works.push_back(list);
+    }
+    ASSERT_EQ(enqueue::specialKernelOfLaunch(launch), Kind) << what;
+  }
+  auto runner = [](const DevWork* w, const WorkEnvT<FlagShared>& env) { runSpecialWork<Kind>(w, env); };
+  ASSERT_TRUE((comm.EmuRingComm::launch<kLLThreads, FlagShared>(works, 120, runner))) << "deadlock: " << what;
+  for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << what;
+  ASSERT_EQ(comm.checkLinks(), "") << what;
+}
+
+TEST(DirectEmu, SpecializedKernelsMatchTheGeneralOne) {
+  std::mt19937 rng(17);
+  for (int n : {2, 3}) {
+    MeshComm comm(n, 2);
+    const std::string ranks = std::to_string(n) + " ranks";
+    std::vector<Coll> f32;
+    f32.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 1999, false, false, 4));  // several steps
+    f32.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 3, true));
+    Coll random = direct(kFuncAllReduce, kFloat32, kRedSum, 515);
+    random.randomFloats = true;
+    f32.push_back(std::move(random));
+    runSpecial<kSpecialDirectSumF32>(comm, f32, rng, "float sum, " + ranks);
+    std::vector<Coll> f16;
+    f16.push_back(direct(kFuncAllReduce, kFloat16, kRedSum, 333, false, true));
+    f16.push_back(direct(kFuncAllReduce, kFloat16, kRedSum, 701, true));
+    runSpecial<kSpecialDirectSumF16>(comm, f16, rng, "half sum, " + ranks);
+    std::vector<Coll> bf16;
+    bf16.push_back(direct(kFuncAllReduce, kBfloat16, kRedSum, 37, true, false, 2));
+    bf16.push_back(direct(kFuncAllReduce, kBfloat16, kRedSum, 1));
+    runSpecial<kSpecialDirectSumBf16>(comm, bf16, rng, "bfloat16 sum, " + ranks);
+    std::vector<Coll> gather;
+    gather.push_back(direct(kFuncAllGather, kUint8, kRedSum, 1001, false, false, 3));
+    gather.push_back(direct(kFuncAllGather, kFloat64, kRedSum, 129, false, true));
+    runSpecial<kSpecialDirectGather>(comm, gather, rng, "AllGather, " + ranks);
+    // The general kernel continues on the steps the specialized ones saved.
+    std::vector<Coll> after;
+    after.push_back(direct(kFuncAllReduce, kInt32, kRedMax, 333, true));
+    runAndCheck(comm, after, rng, "general kernel after the specialized ones, " + ranks);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "device/special_kernels.h"
 #include "planner_test_util.h"
 
 using namespace weft;
@@ -170,4 +171,41 @@ TEST(Planner, UnpairedSelfSendIsRefused) {
   EXPECT_EQ(planTasks({p2p(TaskKind::kSend, 1, 4096)}, s, &launches), ncclInvalidUsage);
   EXPECT_EQ(planTasks({p2p(TaskKind::kSend, 1, 4096), p2p(TaskKind::kRecv, 1, 2048)}, s, &launches),
             ncclInvalidUsage);
+}
+
+// The specialized kernel of a launch: only when every item is of the same specialized kind.
+TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
+  auto item = [](int func, int algo, int proto, int op, int type) {
+    dev::DevWork w{};
+    w.func = (uint8_t)func;
+    w.algo = (uint8_t)algo;
+    w.proto = (uint8_t)proto;
+    w.redOp = (uint8_t)op;
+    w.dataType = (uint8_t)type;
+    return w;
+  };
+  const dev::DevWork f32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kFloat32);
+  const dev::DevWork bf16 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kBfloat16);
+  const dev::DevWork gather = item(dev::kFuncAllGather, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kInt64);
+  const dev::DevWork maxF32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedMax, dev::kFloat32);
+  const dev::DevWork sumI32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kInt32);
+  const dev::DevWork ring = item(dev::kFuncAllReduce, dev::kAlgoRing, dev::kProtoLL, dev::kRedSum, dev::kFloat32);
+  auto kindOf = [](std::vector<std::vector<dev::DevWork>> works) {
+    PlannedLaunch l;
+    l.proto = dev::kProtoLL;
+    l.works = std::move(works);
+    return specialKernelOfLaunch(l);
+  };
+  EXPECT_EQ(kindOf({{f32}, {f32, f32}}), dev::kSpecialDirectSumF32);
+  EXPECT_EQ(kindOf({{bf16}}), dev::kSpecialDirectSumBf16);
+  EXPECT_EQ(kindOf({{gather}, {gather}}), dev::kSpecialDirectGather);
+  EXPECT_EQ(kindOf({{f32}, {bf16}}), dev::kSpecialNone) << "two kinds in one launch";
+  EXPECT_EQ(kindOf({{f32, gather}}), dev::kSpecialNone);
+  EXPECT_EQ(kindOf({{f32}, {ring}}), dev::kSpecialNone) << "a Ring item needs the general kernel";
+  EXPECT_EQ(kindOf({{maxF32}}), dev::kSpecialNone) << "max is not specialized";
+  EXPECT_EQ(kindOf({{sumI32}}), dev::kSpecialNone) << "int32 is not specialized";
+  EXPECT_EQ(kindOf({}), dev::kSpecialNone) << "no items";
+  dev::DevWork simpleGather = gather;
+  simpleGather.proto = dev::kProtoSimple;
+  EXPECT_EQ(kindOf({{simpleGather}}), dev::kSpecialNone) << "Direct runs on LL only";
 }

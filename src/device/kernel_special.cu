@@ -1,0 +1,26 @@
+// Entries of the specialized kernels (special_kernels.h): the LL kernel's body with one kind of
+// item, every call inlined. Their own translation unit, compiled beside the protocols' kernels.
+#include "device/coll/run_special.cuh"
+#include "device/kernel_body.cuh"
+#include "device/kernel_api.h"
+
+namespace weft::dev {
+
+template <int Kind>
+__global__ void __launch_bounds__(kLLThreads, 1) weftKernelSpecial(const WEFT_GRID_CONSTANT DevKernelArgs args) {
+  __shared__ FlagKernelSmem smem;
+  kernelBody<kLLThreads>(args, (int)blockIdx.x, smem,
+                         [](const DevWork* w, const WorkEnvT<FlagShared>& env) { runSpecialWork<Kind>(w, env); });
+}
+
+const void* specialKernelFunction(int kind) {
+  switch (kind) {
+    case kSpecialDirectSumF32: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumF32>);
+    case kSpecialDirectSumF16: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumF16>);
+    case kSpecialDirectSumBf16: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumBf16>);
+    case kSpecialDirectGather: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectGather>);
+    default: return nullptr;
+  }
+}
+
+}  // namespace weft::dev
