@@ -124,15 +124,13 @@ lat() {  # label "VAR=value ..." lib weft-perf-args...
 stage_verify() {
   timeout 90 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll128 --quick > $L/harness128.log 2>&1
   echo "harness LL128 rc=$? failures: $(grep -c FAIL $L/harness128.log)"; grep -m3 FAIL $L/harness128.log
-  sw ll128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_PROTO=LL128" -m threads,procs
-  sw treell128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_ALGO=allreduce:tree NCCL_PROTO=LL128" -m threads
-  sw default "X=1" -m threads,procs
   sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
-  sw directgen "NCCL_WEFT_SPECIAL_KERNELS=0 NCCL_ALGO=allreduce:direct,allgather:direct" -m threads
   echo "== latency, us (all_reduce 8 B - 64 KiB): special = specialized Direct kernel, general = NCCL_WEFT_SPECIAL_KERNELS=0"
   for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1" "-t 1 -g 1 -G 10"; do
     lat nccl "X=1" $NCCL $m; lat weft-special "X=1" $B $m; lat weft-general "NCCL_WEFT_SPECIAL_KERNELS=0" $B $m
   done
+  sw ll128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_PROTO=LL128" -m threads,procs
+  sw default "X=1" -m threads,procs
   stage_perf
   echo "== weft with LL128 allowed (NCCL_WEFT_ENABLE_LL128=1): busbw GB/s, and the tuner's picks"
   for op in all_reduce all_gather reduce_scatter; do
@@ -142,6 +140,8 @@ stage_verify() {
   done
   NCCL_WEFT_ENABLE_LL128=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 256K -e 64M -f 4 -c 0 -n 1 -w 0 -g 2 2>&1 |
     grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -8
+  sw treell128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_ALGO=allreduce:tree NCCL_PROTO=LL128" -m threads
+  sw directgen "NCCL_WEFT_SPECIAL_KERNELS=0 NCCL_ALGO=allreduce:direct,allgather:direct" -m threads
   echo "== channel scan: busbw GB/s at 256M 1G"
   for e in "NCCL_MAX_NCHANNELS=16" "NCCL_MAX_NCHANNELS=24" "X=1"; do
     for op in reduce all_gather reduce_scatter alltoall; do
