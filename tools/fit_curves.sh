@@ -16,14 +16,17 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 curve() {
   local func=$1 algo=$2 proto=$3 source=$4 lo=$5 hi=$6
   shift 6
-  local op graph=() iters=(-n 20 -w 5)
+  local op graph=() iters=(-n 20 -w 5) layout=(-g "$G")
   case $func in
     allreduce) op=all_reduce ;; allgather) op=all_gather ;; reducescatter) op=reduce_scatter ;;
     *) op=$func ;;
   esac
-  [ "$source" = graph ] && graph=(-G 20) && iters=(-n 50 -w 10)
+  # CUDA graphs with one thread per GPU, as gpu_batch.sh's latency stage measures them. (Until
+  # session 5 weft-perf -g 2 -G failed: it instantiated one GPU's graph while the other still
+  # captured, so these curves printed nothing.)
+  [ "$source" = graph ] && graph=(-G 20) && iters=(-n 50 -w 10) && layout=(-t "$G" -g 1)
   env "$@" NCCL_ALGO="$algo" NCCL_PROTO="$proto" LD_LIBRARY_PATH="$B" \
-    timeout 120 "$B/tools/weft-perf" "$op" -g "$G" -b "$lo" -e "$hi" -f 4 -c 0 "${iters[@]}" "${graph[@]}" 2>&1 |
+    timeout 120 "$B/tools/weft-perf" "$op" "${layout[@]}" -b "$lo" -e "$hi" -f 4 -c 0 "${iters[@]}" "${graph[@]}" 2>&1 |
     awk -v f="$func" -v a="$algo" -v p="$proto" -v s="$source" \
       '$1 ~ /^[0-9]+$/ && $6 ~ /^[0-9.]+$/ { printf "%s %s %s %s %s fit %s\n", f, a, tolower(p), $1, $6, s }'
 }

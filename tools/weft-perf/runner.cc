@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "check.h"
 
@@ -203,13 +204,18 @@ void runPlacement(std::vector<Slot>& slots, const Options& opts, const Case& c, 
       PERF_CUDA(cudaStreamBeginCapture(s.stream, mode), s.rank);
     }
     for (int i = 0; i < opts.iters; ++i) launchOps(slots, c, shape, nranks);
-    for (Slot& s : slots) {
-      cudaGraph_t graph;
+    // End every capture before instantiating any graph: with one thread driving several GPUs the
+    // captures are global, and instantiating while another stream still captures is refused.
+    std::vector<cudaGraph_t> captured(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      PERF_CUDA(cudaSetDevice(slots[i].device), slots[i].rank);
+      PERF_CUDA(cudaStreamEndCapture(slots[i].stream, &captured[i]), slots[i].rank);
+    }
+    for (size_t i = 0; i < slots.size(); ++i) {
       cudaGraphExec_t exec;
-      PERF_CUDA(cudaSetDevice(s.device), s.rank);
-      PERF_CUDA(cudaStreamEndCapture(s.stream, &graph), s.rank);
-      PERF_CUDA(cudaGraphInstantiate(&exec, graph, 0), s.rank);
-      PERF_CUDA(cudaGraphDestroy(graph), s.rank);
+      PERF_CUDA(cudaSetDevice(slots[i].device), slots[i].rank);
+      PERF_CUDA(cudaGraphInstantiate(&exec, captured[i], 0), slots[i].rank);
+      PERF_CUDA(cudaGraphDestroy(captured[i]), slots[i].rank);
       graphs.push_back(exec);
     }
   }
