@@ -15,7 +15,7 @@ namespace weft::dev {
 const void* kernelFunction(Proto proto);
 
 // The kernel specialized for one kind of item (special_kernels.h: SpecialKernel), launched like
-// kernelFunction(kProtoLL); null for kSpecialNone or where it is not built.
+// kernelFunction(specialKernelProto(kind)); null for kSpecialNone or where it is not built.
 const void* specialKernelFunction(int kind);
 
 // Threads per block; the kernel is compiled for exactly this many (launch bounds).

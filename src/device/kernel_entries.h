@@ -6,5 +6,7 @@ namespace weft::dev {
 
 const void* llKernelEntry();
 const void* ll128KernelEntry();
+// The specialized Simple kernel of `kind` (special_kernels.h), null for any other kind.
+const void* specialSimpleKernelEntry(int kind);
 
 }  // namespace weft::dev

@@ -1,8 +1,10 @@
-// Entries of the specialized kernels (special_kernels.h): the LL kernel's body with one kind of
-// item, every call inlined. Their own translation unit, compiled beside the protocols' kernels.
+// Entries of the specialized LL kernels (special_kernels.h): the LL kernel's body with one kind
+// of item, every call inlined. Their own translation unit, compiled beside the protocols'
+// kernels; the Simple ones are in kernel_special_simple.cu.
 #include "device/coll/run_special.cuh"
 #include "device/kernel_body.cuh"
 #include "device/kernel_api.h"
+#include "device/kernel_entries.h"
 
 namespace weft::dev {
 
@@ -14,6 +16,7 @@ __global__ void __launch_bounds__(kLLThreads, 1) weftKernelSpecial(const WEFT_GR
 }
 
 const void* specialKernelFunction(int kind) {
+  if (specialKernelProto(kind) == kProtoSimple) return specialSimpleKernelEntry(kind);
   switch (kind) {
     case kSpecialDirectSumF32: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumF32>);
     case kSpecialDirectSumF16: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumF16>);

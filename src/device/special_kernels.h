@@ -1,12 +1,16 @@
-// Kernels specialized for one kind of work item (kernel_special.cu). The general LL kernel runs
-// every item through a dispatch whose runner is one large non-inlined function with hundreds of
-// bytes of spilled registers (cuobjdump: 1808 bytes of stack per thread for the linked kernel,
-// against 312 here), which every launch touches cold. For the small calls that Direct serves that
-// fixed cost was a third of the time (2xH200, 8-byte all_reduce in a CUDA graph: 11.2 us with the
-// general kernel, 7.7 us with this one), so a launch whose items are all of one common kind runs
-// a kernel compiled for that kind alone (everything inlined, nothing spilled). The host picks it
-// (enqueue/planner.h: specialKernelOfLaunch); NCCL_WEFT_SPECIAL_KERNELS=0 turns the choice off.
-// Same block size and launch shape as the LL kernel (kernelThreads(kProtoLL)).
+// Kernels specialized for one kind of work item (kernel_special.cu for LL, kernel_special_simple.cu
+// for Simple). The general kernels run every item through a dispatch over every function,
+// algorithm, reduction and type, all in one function: ptxas gives the Simple kernel's runner a
+// 1440-byte frame and 22,784 bytes of spill stores, and the LL kernel's runner 1808 bytes of stack
+// per thread (cuobjdump, linked), which every launch touches cold and the Simple copy loops pay
+// for on every slice. A kernel compiled for one kind spills little or nothing (Simple Ring sums
+// with outlined slice copies: none; Direct: 312 bytes of stack). Measured on 2xH200 against the
+// general kernels (session 5 and 6): 8-byte Direct all_reduce in a CUDA graph 11.2 -> 7.7 us;
+// busbw at 1 GiB reduce 244 -> 332 GB/s, reduce_scatter 244 -> 314, all_reduce 290 -> 311; one
+// rank, graph, 8 bytes 9.0 -> 5.9 us. So a launch whose items are all of one common kind runs the
+// kernel of that kind. The host picks it (enqueue/planner.h: specialKernelOfLaunch);
+// NCCL_WEFT_SPECIAL_KERNELS=0 turns the choice off. Each kind has the launch shape (block size,
+// shared memory) of its protocol's general kernel: specialKernelProto().
 #pragma once
 
 #include "device/abi.h"
@@ -15,24 +19,61 @@ namespace weft::dev {
 
 enum SpecialKernel : int {
   kSpecialNone = 0,
+  // LL
   kSpecialDirectSumF32,   // Direct AllReduce (one- or two-shot), sum of float
   kSpecialDirectSumF16,   // ... of half
   kSpecialDirectSumBf16,  // ... of bfloat16
   kSpecialDirectGather,   // Direct AllGather (any type: moved as bytes)
+  // Simple
+  kSpecialRingSumF32,     // Ring AllReduce, Reduce or ReduceScatter, sum of float
+  kSpecialRingSumF16,     // ... of half
+  kSpecialRingSumBf16,    // ... of bfloat16
+  kSpecialRingCopy,       // Ring Broadcast or AllGather (any type: moved as bytes)
+  kSpecialSendRecv,       // SendRecv (any type)
   kNumSpecialKernels
 };
 
-// The specialized kernel that can run item w, or kSpecialNone.
-WEFT_HD SpecialKernel specialKernelOf(const DevWork& w) {
-  if (w.algo != kAlgoDirect || w.proto != kProtoLL) return kSpecialNone;
-  if (w.func == kFuncAllGather) return kSpecialDirectGather;
-  if (w.func != kFuncAllReduce || w.redOp != kRedSum) return kSpecialNone;
-  switch (w.dataType) {
-    case kFloat32: return kSpecialDirectSumF32;
-    case kFloat16: return kSpecialDirectSumF16;
-    case kBfloat16: return kSpecialDirectSumBf16;
+// The protocol whose launch shape the kernel of `kind` has.
+WEFT_HD constexpr Proto specialKernelProto(int kind) {
+  return kind >= kSpecialRingSumF32 && kind < kNumSpecialKernels ? kProtoSimple : kProtoLL;
+}
+
+// Simple kinds whose slices call a non-inlined reduceCopy (SimplePrims' OutlineCopies). Measured
+// on 2xH200, busbw at 64M/256M/1G against the same kernels with the copies inlined (session 6):
+// all_reduce 284/312/319 vs 256/278/286 GB/s, reduce_scatter 239/296/317 vs 215/279/293; reduce
+// 317/330/331 vs 311/337/347 is the one loss. Copies gain nothing from it (broadcast 309/336/350
+// vs 308/336/347) and SendRecv loses (alltoall 246/292/313 vs 255/308/328), so they stay inlined.
+WEFT_HD constexpr bool specialKernelOutlinesCopies(int kind) {
+  return kind == kSpecialRingSumF32 || kind == kSpecialRingSumF16 || kind == kSpecialRingSumBf16;
+}
+
+namespace detail {
+WEFT_HD SpecialKernel sumKernelOf(int dataType, SpecialKernel f32, SpecialKernel f16, SpecialKernel bf16) {
+  switch (dataType) {
+    case kFloat32: return f32;
+    case kFloat16: return f16;
+    case kBfloat16: return bf16;
     default: return kSpecialNone;
   }
+}
+}  // namespace detail
+
+// The specialized kernel that can run item w, or kSpecialNone.
+WEFT_HD SpecialKernel specialKernelOf(const DevWork& w) {
+  const bool sum = w.redOp == kRedSum;
+  if (w.proto == kProtoLL) {
+    if (w.algo != kAlgoDirect) return kSpecialNone;
+    if (w.func == kFuncAllGather) return kSpecialDirectGather;
+    if (w.func != kFuncAllReduce || !sum) return kSpecialNone;
+    return detail::sumKernelOf(w.dataType, kSpecialDirectSumF32, kSpecialDirectSumF16, kSpecialDirectSumBf16);
+  }
+  if (w.proto != kProtoSimple) return kSpecialNone;
+  if (w.func == kFuncSendRecv) return kSpecialSendRecv;
+  if (w.algo != kAlgoRing) return kSpecialNone;
+  if (w.func == kFuncBroadcast || w.func == kFuncAllGather) return kSpecialRingCopy;
+  const bool reduction = w.func == kFuncAllReduce || w.func == kFuncReduce || w.func == kFuncReduceScatter;
+  if (!reduction || !sum) return kSpecialNone;
+  return detail::sumKernelOf(w.dataType, kSpecialRingSumF32, kSpecialRingSumF16, kSpecialRingSumBf16);
 }
 
 }  // namespace weft::dev

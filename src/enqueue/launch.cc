@@ -16,8 +16,12 @@ namespace weft::enqueue {
 namespace {
 
 const param::IntParam kWaitTimeout{"NCCL_TIMEOUT", 1800};  // seconds; 0 = wait forever
-// 0: every LL launch runs the general LL kernel, also where a specialized one exists (A/B runs).
+// 0: every launch runs its protocol's general kernel, also where a specialized one exists (A/B runs).
 const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
+// Channels one peer's point-to-point traffic is spread over at most (0: every channel connecting
+// the pair). 2xH200, 32 channels, 1 GiB: sendrecv 277/313/297 GB/s and alltoall 264/329/313 on
+// 16/24/32 channels (session 6).
+const param::IntParam kP2pMaxChannels{"NCCL_WEFT_P2P_MAX_CHANNELS", 24};
 
 constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
 
@@ -38,6 +42,8 @@ PlanShape shapeOf(const ncclComm* comm) {
     s.recvChannels[p] = comm->connPlan.recvChannels(p);
   }
   s.directChannels = comm->connPlan.meshChannels;
+  static const int p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
+  s.p2pMaxChannels = p2pMaxChannels;
   return s;
 }
 
@@ -177,7 +183,8 @@ Status launchOne(const CommLaunches& c, size_t index) {
   const PlannedLaunch& launch = c.launches[index];
   const dev::Proto proto = (dev::Proto)launch.proto;
   const void* fn = nullptr;
-  if (kSpecialKernels.get() != 0) fn = dev::specialKernelFunction(specialKernelOfLaunch(launch));
+  static const bool specialKernels = kSpecialKernels.get() != 0;  // read once: launches are hot
+  if (specialKernels) fn = dev::specialKernelFunction(specialKernelOfLaunch(launch));
   if (fn == nullptr) fn = dev::kernelFunction(proto);
   if (fn == nullptr) {
     // isSupported said yes to a protocol the build has no kernel for: a device-code bug.

@@ -109,6 +109,12 @@ int indexIn(const std::vector<int>& set, int channel) {
   return it == set.end() ? -1 : (int)(it - set.begin());
 }
 
+// How many channels of a peer's set point-to-point traffic uses (PlanShape::p2pMaxChannels).
+int usedP2pChannels(const std::vector<int>& set, const PlanShape& shape) {
+  const int n = (int)set.size();
+  return shape.p2pMaxChannels > 0 ? std::min(n, shape.p2pMaxChannels) : n;
+}
+
 // A send/receive pair to self: a local copy of the send's bytes into the receive's buffer, spread
 // over the copy lanes (or the channels when there are none); no peer sees it.
 void planSelfCopy(const Task& s, const Task& r, const PlanShape& shape, ChannelWorks* perChannel) {
@@ -166,9 +172,13 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
       const std::vector<int>& recvSet = shape.recvChannels[recvPeer];
       WEFT_ASSERT(!s || !sendSet.empty());
       WEFT_ASSERT(!r || !recvSet.empty());
+      // The first nSend/nRecv channels of each set; the peer caps its set for us alike.
+      const int nSend = usedP2pChannels(sendSet, shape), nRecv = usedP2pChannels(recvSet, shape);
       for (int c = 0; c < shape.nChannels; ++c) {
         int si = s ? indexIn(sendSet, c) : -1;
         int ri = r ? indexIn(recvSet, c) : -1;
+        if (si >= nSend) si = -1;
+        if (ri >= nRecv) ri = -1;
         if (si < 0 && ri < 0) continue;
         const Task* any = s && si >= 0 ? s : r;
         dev::DevWork w = baseWork(*any, shape);
@@ -178,14 +188,14 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
         // Both sides cut a transfer the same way: bytes over the channels of that direction.
         if (si >= 0) {
           uint64_t bytes = s->bytes();
-          splitRange(bytes, (int)sendSet.size(), 16, si, &w.chanOffset, &w.chanCount);
+          splitRange(bytes, nSend, 16, si, &w.chanOffset, &w.chanCount);
           w.sendPeer = sendPeer;
           w.sendBuff = s->sendBuff;
           w.count = bytes;
         }
         if (ri >= 0) {
           uint64_t bytes = r->bytes();
-          splitRange(bytes, (int)recvSet.size(), 16, ri, &w.recvOffset, &w.recvCount);
+          splitRange(bytes, nRecv, 16, ri, &w.recvOffset, &w.recvCount);
           w.recvPeer = recvPeer;
           w.recvBuff = r->recvBuff;
         }
@@ -218,7 +228,8 @@ int specialKernelOfLaunch(const PlannedLaunch& launch) {
       if (k == dev::kSpecialNone || (kind != dev::kSpecialNone && k != kind)) return dev::kSpecialNone;
       kind = k;
     }
-  return kind;
+  // Items carry their launch's protocol (the planner's rule); a kernel of another shape must not run them.
+  return kind != dev::kSpecialNone && dev::specialKernelProto(kind) == launch.proto ? kind : dev::kSpecialNone;
 }
 
 int defaultCopyLanes(int nChannels) {

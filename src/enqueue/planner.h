@@ -36,6 +36,9 @@ struct PlanShape {
   // for the other direction (the connection plan guarantees it).
   std::vector<std::vector<int>> sendChannels;
   std::vector<std::vector<int>> recvChannels;
+  // Point-to-point traffic to or from one peer uses at most the first p2pMaxChannels channels of
+  // its set (0: all of them). Every rank must pass the same value.
+  int p2pMaxChannels = 0;
   // Channels on which EVERY rank has connections to and from every other rank (the same list on
   // all ranks; transport::ConnectionPlan::meshChannels), in increasing order: where the Direct
   // algorithm may run. Empty: no Direct.

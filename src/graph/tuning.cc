@@ -151,7 +151,10 @@ TuningChoice estimateCollective(const TuningInput& in, const TuningConstants& k,
   threshold = std::max<int64_t>(threshold, 1);
   double perChannel = double(threshold) * k.maxThreads[proto];
   double channels = std::clamp(double(bytes) / perChannel, 1.0, double(in.maxChannels));
-  int nChannels = (int)std::clamp<double>(std::ceil(double(bytes) / perChannel), 1.0, in.maxChannels);
+  // channelshare.<func> caps the count, not the estimate: the fewer channels reach the link's rate.
+  const int shareCap = (int)std::ceil(std::max(0.0, k.funcChannelShare[func]) * in.maxChannels - 1e-9);
+  const int maxChannels = std::clamp(shareCap, 1, in.maxChannels);
+  int nChannels = (int)std::clamp<double>(std::ceil(double(bytes) / perChannel), 1.0, maxChannels);
   int nThreads = k.maxThreads[proto];
   // A lone channel with little data does not need all its threads (NCCL halves them too).
   while (nChannels == 1 && nThreads / 2 >= kMinThreads && int64_t(bytes) <= int64_t(nThreads / 2) * threshold)

@@ -110,9 +110,11 @@ TuningConstants makeDefaults() {
 
   const double funcBw[kNumCollFuncs] = {1.0701, 1.0813, 0.8422, 0.8154, 1.0};
   const double funcStep[kNumCollFuncs] = {0.0815, 0.0, 1.5602, 1.0235, 1.0};
+  const double channelShare[kNumCollFuncs] = {0.5, 0.5, 1.0, 1.0, 1.0};
   for (int f = 0; f < kNumCollFuncs; ++f) {
     k.funcBwEff[f] = funcBw[f];
     k.funcStepScale[f] = funcStep[f];
+    k.funcChannelShare[f] = channelShare[f];
   }
 
   // NCCL's thread thresholds (bytes per thread; its log prints "8/8/64 | 16/8/64" for 2 ranks)
@@ -170,6 +172,7 @@ bool locate(const std::string& key, TuningConstants* k, double** d, int** i) {
   else if (is("maxthreads", 2) && proto(1) >= 0) *i = &k->maxThreads[proto(1)];
   else if (is("funcbw", 2) && func(1) >= 0) *d = &k->funcBwEff[func(1)];
   else if (is("funcstep", 2) && func(1) >= 0) *d = &k->funcStepScale[func(1)];
+  else if (is("channelshare", 2) && func(1) >= 0) *d = &k->funcChannelShare[func(1)];
   else if (is("hw", 4) && findKey(p[1], kLinkKeys, kNumLinkTypes) >= 0 && algo(2) >= 0 && proto(3) >= 0)
     *d = &k->hwUs[findKey(p[1], kLinkKeys, kNumLinkTypes)][algo(2)][proto(3)];
   return *d || *i;
@@ -257,6 +260,7 @@ std::string formatTuningConstants(const TuningConstants& k) {
   for (int f = 0; f < kNumCollFuncs; ++f) {
     line(std::string("funcbw.") + kFuncKeys[f], formatDouble(k.funcBwEff[f]));
     line(std::string("funcstep.") + kFuncKeys[f], formatDouble(k.funcStepScale[f]));
+    line(std::string("channelshare.") + kFuncKeys[f], formatDouble(k.funcChannelShare[f]));
   }
   return s;
 }

@@ -14,6 +14,7 @@
 //   bweff.<algo>.<proto>       fraction of the nominal channel bandwidth this pair reaches
 //   step.<algo>.<proto>        us of synchronisation per pipeline step (drives the pipeline term)
 //   funcbw.<func>, funcstep.<func>   per-collective multipliers of bweff and step (AllReduce = 1)
+//   channelshare.<func>        fraction of the channels a Ring/Tree call of that collective uses at most
 //   threshold.<algo>.<proto>   bytes per thread a channel needs before another channel is added
 //   maxthreads.<proto>         threads per channel at full size
 #pragma once
@@ -39,6 +40,10 @@ struct TuningConstants {
   double stepUs[dev::kNumAlgos][dev::kNumProtos];
   double funcBwEff[kNumCollFuncs];
   double funcStepScale[kNumCollFuncs];
+  // Broadcast and Reduce move data one way along a chain: on 2xH200 (weft's own kernels, session
+  // 6) they ran fastest on half the channels (1 GiB: 343/348 GB/s on 16 of 32, 312/316 on all 32),
+  // the collectives that use both directions of every link on all of them.
+  double funcChannelShare[kNumCollFuncs];
   int threadThreshold[dev::kNumAlgos][dev::kNumProtos];  // Ring/LL: multiplied by nRanks
   int maxThreads[dev::kNumProtos];
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "device/special_kernels.h"
 #include "planner_test_util.h"
@@ -93,23 +94,34 @@ TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {
       tasks[b].push_back(p2p(TaskKind::kRecv, a, bytes));
     }
   }
-  // (channel, from, to) -> ordered list of (offset, length) seen by the sender / receiver
-  std::map<std::tuple<int, int, int>, std::vector<std::pair<uint64_t, uint64_t>>> sent, received;
-  for (int r = 0; r < n; ++r) {
-    std::vector<PlannedLaunch> launches;
-    ASSERT_EQ(planTasks(tasks[r], ringShape(r, n, nChannels), &launches), ncclSuccess);
-    for (auto& l : launches) {
-      for (size_t b = 0; b < l.channels.size(); ++b) {
-        for (auto& w : l.works[b]) {
-          ASSERT_EQ(w.func, dev::kFuncSendRecv);
-          if (w.sendPeer >= 0) sent[{l.channels[b], r, w.sendPeer}].push_back({w.chanOffset, w.chanCount});
-          if (w.recvPeer >= 0) received[{l.channels[b], w.recvPeer, r}].push_back({w.recvOffset, w.recvCount});
+  // Every channel of a pair's set, then at most 2 of them (PlanShape::p2pMaxChannels).
+  for (int cap : {0, 2}) {
+    // (channel, from, to) -> ordered list of (offset, length) seen by the sender / receiver
+    std::map<std::tuple<int, int, int>, std::vector<std::pair<uint64_t, uint64_t>>> sent, received;
+    for (int r = 0; r < n; ++r) {
+      std::vector<PlannedLaunch> launches;
+      PlanShape shape = ringShape(r, n, nChannels);
+      shape.p2pMaxChannels = cap;
+      ASSERT_EQ(planTasks(tasks[r], shape, &launches), ncclSuccess);
+      for (auto& l : launches) {
+        for (size_t b = 0; b < l.channels.size(); ++b) {
+          for (auto& w : l.works[b]) {
+            ASSERT_EQ(w.func, dev::kFuncSendRecv);
+            if (w.sendPeer >= 0) sent[{l.channels[b], r, w.sendPeer}].push_back({w.chanOffset, w.chanCount});
+            if (w.recvPeer >= 0) received[{l.channels[b], w.recvPeer, r}].push_back({w.recvOffset, w.recvCount});
+          }
         }
       }
     }
+    EXPECT_FALSE(sent.empty());
+    EXPECT_EQ(sent, received) << "cap " << cap;
+    std::map<std::pair<int, int>, std::set<int>> pairChannels;  // (from, to) -> channels used
+    for (const auto& e : sent) pairChannels[{std::get<1>(e.first), std::get<2>(e.first)}].insert(std::get<0>(e.first));
+    for (const auto& e : pairChannels) {
+      if (e.first.first == e.first.second) continue;  // self copies run on every channel
+      EXPECT_LE((int)e.second.size(), cap > 0 ? cap : nChannels) << e.first.first << "->" << e.first.second;
+    }
   }
-  EXPECT_FALSE(sent.empty());
-  EXPECT_EQ(sent, received);
 }
 
 // (ranks, channels): issue 6 asks for 3 to 64 ranks without the 4- and 8-GPU machines.
@@ -190,12 +202,14 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   const dev::DevWork maxF32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedMax, dev::kFloat32);
   const dev::DevWork sumI32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kInt32);
   const dev::DevWork ring = item(dev::kFuncAllReduce, dev::kAlgoRing, dev::kProtoLL, dev::kRedSum, dev::kFloat32);
-  auto kindOf = [](std::vector<std::vector<dev::DevWork>> works) {
+  // The kind the host picks for a launch of protocol `proto` with these items per channel.
+  auto kindIn = [](int proto, std::vector<std::vector<dev::DevWork>> works) {
     PlannedLaunch l;
-    l.proto = dev::kProtoLL;
+    l.proto = proto;
     l.works = std::move(works);
     return specialKernelOfLaunch(l);
   };
+  auto kindOf = [&](std::vector<std::vector<dev::DevWork>> works) { return kindIn(dev::kProtoLL, std::move(works)); };
   EXPECT_EQ(kindOf({{f32}, {f32, f32}}), dev::kSpecialDirectSumF32);
   EXPECT_EQ(kindOf({{bf16}}), dev::kSpecialDirectSumBf16);
   EXPECT_EQ(kindOf({{gather}, {gather}}), dev::kSpecialDirectGather);
@@ -208,4 +222,32 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   dev::DevWork simpleGather = gather;
   simpleGather.proto = dev::kProtoSimple;
   EXPECT_EQ(kindOf({{simpleGather}}), dev::kSpecialNone) << "Direct runs on LL only";
+
+  // Simple: Ring sums of float/half/bf16 (AllReduce, Reduce, ReduceScatter mixed), Ring copies
+  // (Broadcast, AllGather mixed), SendRecv; the launch's protocol must match the kind's.
+  auto simpleKindOf = [&](std::vector<std::vector<dev::DevWork>> works) {
+    return kindIn(dev::kProtoSimple, std::move(works));
+  };
+  const dev::DevWork ringSum = item(dev::kFuncAllReduce, dev::kAlgoRing, dev::kProtoSimple, dev::kRedSum, dev::kFloat32);
+  const dev::DevWork reduceSum = item(dev::kFuncReduce, dev::kAlgoRing, dev::kProtoSimple, dev::kRedSum, dev::kFloat32);
+  const dev::DevWork rsHalf = item(dev::kFuncReduceScatter, dev::kAlgoRing, dev::kProtoSimple, dev::kRedSum, dev::kFloat16);
+  const dev::DevWork arBf16 = item(dev::kFuncAllReduce, dev::kAlgoRing, dev::kProtoSimple, dev::kRedSum, dev::kBfloat16);
+  const dev::DevWork bcast = item(dev::kFuncBroadcast, dev::kAlgoRing, dev::kProtoSimple, dev::kRedSum, dev::kInt8);
+  const dev::DevWork agather = item(dev::kFuncAllGather, dev::kAlgoRing, dev::kProtoSimple, dev::kRedMax, dev::kFloat64);
+  const dev::DevWork sendRecv = item(dev::kFuncSendRecv, dev::kAlgoRing, dev::kProtoSimple, dev::kRedSum, dev::kUint8);
+  const dev::DevWork treeSum = item(dev::kFuncAllReduce, dev::kAlgoTree, dev::kProtoSimple, dev::kRedSum, dev::kFloat32);
+  const dev::DevWork prodF32 = item(dev::kFuncAllReduce, dev::kAlgoRing, dev::kProtoSimple, dev::kRedProd, dev::kFloat32);
+  EXPECT_EQ(simpleKindOf({{ringSum, reduceSum}, {ringSum}}), dev::kSpecialRingSumF32);
+  EXPECT_EQ(simpleKindOf({{rsHalf}}), dev::kSpecialRingSumF16);
+  EXPECT_EQ(simpleKindOf({{arBf16}}), dev::kSpecialRingSumBf16);
+  EXPECT_EQ(simpleKindOf({{bcast}, {agather}}), dev::kSpecialRingCopy);
+  EXPECT_EQ(simpleKindOf({{sendRecv, sendRecv}}), dev::kSpecialSendRecv);
+  EXPECT_EQ(simpleKindOf({{ringSum}, {rsHalf}}), dev::kSpecialNone) << "two types in one launch";
+  EXPECT_EQ(simpleKindOf({{ringSum, bcast}}), dev::kSpecialNone) << "sum and copy in one launch";
+  EXPECT_EQ(simpleKindOf({{sendRecv}, {bcast}}), dev::kSpecialNone);
+  EXPECT_EQ(simpleKindOf({{treeSum}}), dev::kSpecialNone) << "Tree is not specialized";
+  EXPECT_EQ(simpleKindOf({{prodF32}}), dev::kSpecialNone) << "prod is not specialized";
+  EXPECT_EQ(kindOf({{ringSum}}), dev::kSpecialNone) << "a Simple item in a launch that says LL";
+  for (int k = dev::kSpecialNone + 1; k < dev::kNumSpecialKernels; ++k)
+    EXPECT_EQ(dev::specialKernelProto(k), k >= dev::kSpecialRingSumF32 ? dev::kProtoSimple : dev::kProtoLL) << k;
 }

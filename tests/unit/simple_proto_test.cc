@@ -6,8 +6,10 @@
 // Checks results, the step bookkeeping across items and launches (ConnInfo.step == tail == head
 // on both ends of every link), freedom from deadlock, and the abort path.
 #define WEFT_ARCH_HOST_EMULATION 1
+#include "device/coll/run_special.cuh"
 #include "device/kernel_body.cuh"
 #include "emu_launch.h"
+#include "enqueue/planner.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +39,23 @@ class EmuComm : public emutest::EmuRingComm {
   bool launch(const Works& works, double seconds) {
     return EmuRingComm::launch<kSimpleThreads, SimpleShared>(
         works, seconds, [](const DevWork* w, const WorkEnv& env) { runItem(*w, env); });
+  }
+
+  // The same, with every item run by the specialized kernel of kind Kind (special_kernels.h),
+  // after checking that the host would pick that kernel for each rank's launch.
+  template <int Kind>
+  bool launchSpecial(const Works& works, double seconds) {
+    for (const auto& perRank : works) {
+      enqueue::PlannedLaunch launch;
+      launch.proto = kProtoSimple;
+      launch.works = perRank;
+      if (enqueue::specialKernelOfLaunch(launch) != Kind) {
+        ADD_FAILURE() << "the host would not run kind " << Kind << " here";
+        return false;
+      }
+    }
+    return EmuRingComm::launch<kSimpleThreads, SimpleShared>(
+        works, seconds, [](const DevWork* w, const WorkEnv& env) { runSpecialWork<Kind>(w, env); });
   }
 
   // Both ends of every link agree: sender's and receiver's step, tail and head.
@@ -176,6 +195,44 @@ TEST(SimpleProtoEmu, SendRecvAllToAllWithSelf) {
   ASSERT_TRUE(comm.launch(a2a.works, 60));
   EXPECT_EQ(a2a.check(), "");
   EXPECT_EQ(comm.checkLinks(), "");
+}
+
+// The specialized Simple kernels' runners (kernel_special_simple.cu): results, and links that the
+// general kernel continues from. Float sums (AllReduce, Reduce, ReduceScatter), copies (Broadcast,
+// AllGather) and SendRecv, each as a launch of its own kind (the sums with outlined slice copies,
+// the others inlined: specialKernelOutlinesCopies).
+TEST(SimpleProtoEmu, SpecializedKernelsMatchTheGeneralOne) {
+  std::mt19937 rng(23);
+  for (int n : {1, 2, 3}) {
+    EmuComm comm(n, 2);
+    const std::string ranks = std::to_string(n) + " ranks";
+    std::vector<Coll> sums = {{kFuncAllReduce, 9001}, {kFuncReduce, 5003, n / 2, true}, {kFuncReduceScatter, 2999},
+                              {kFuncAllReduce, 4099, 0, true}, {kFuncReduceScatter, 1000, 0, true}};
+    Works works(n, std::vector<std::vector<DevWork>>(2));
+    for (auto& k : sums) addColl(comm, k, works, rng);
+    ASSERT_TRUE((comm.launchSpecial<kSpecialRingSumF32>(works, 60))) << "deadlock, sums, " << ranks;
+    for (auto& k : sums) ASSERT_EQ(checkColl(comm, k), "") << "sums, " << ranks;
+
+    std::vector<Coll> copies = {{kFuncAllGather, 3001, 0, true}, {kFuncBroadcast, 7777, n - 1},
+                                {kFuncAllGather, 1001}, {kFuncBroadcast, 333, 0, true}};
+    works.assign(n, std::vector<std::vector<DevWork>>(2));
+    for (auto& k : copies) addColl(comm, k, works, rng);
+    ASSERT_TRUE((comm.launchSpecial<kSpecialRingCopy>(works, 60))) << "deadlock, copies, " << ranks;
+    for (auto& k : copies) ASSERT_EQ(checkColl(comm, k), "") << "copies, " << ranks;
+
+    emutest::AllToAll a2a(n, 2, 5000, 3, 1, 1000);  // unaligned on both sides
+    ASSERT_TRUE((comm.launchSpecial<kSpecialSendRecv>(a2a.works, 60))) << "deadlock, alltoall, " << ranks;
+    ASSERT_EQ(a2a.check(), "") << ranks;
+    ASSERT_EQ(comm.checkLinks(), "") << ranks;
+
+    // The general kernel continues on the steps the specialized ones saved.
+    std::vector<Coll> after = {{kFuncAllReduce, 1025, 0, false, kRedSumPostDiv, 5}, {kFuncAllGather, 99}};
+    works.assign(n, std::vector<std::vector<DevWork>>(2));
+    for (auto& k : after) addColl(comm, k, works, rng);
+    ASSERT_TRUE(comm.launch(works, 60)) << "deadlock, general kernel after the specialized ones, " << ranks;
+    for (auto& k : after) ASSERT_EQ(checkColl(comm, k), "") << "general kernel after, " << ranks;
+    ASSERT_EQ(comm.checkLinks(), "") << ranks;
+  }
 }
 
 TEST(SimpleProtoEmu, AbortEndsAWaitForASilentPeer) {

@@ -96,11 +96,13 @@ TEST(Tuning, TinyMessagesOnNvlinkUseLL) {
 }
 
 TEST(Tuning, HugeMessagesUseSimpleWithAllChannels) {
+  const TuningConstants& k = TuningConstants::defaults();
   for (TuningInput in : {h200x2(), nvlinkNode(8), pcieBox(4)}) {
     for (int f = 0; f < kNumCollFuncs; ++f) {
       TuningChoice c = pick(in, f, size_t(8) << 30);
       EXPECT_EQ(c.proto, kSimple) << in.nRanks << " ranks " << collFuncName(f);
-      EXPECT_EQ(c.nChannels, in.maxChannels);
+      // All channels, or the function's share of them (Broadcast and Reduce: half).
+      EXPECT_EQ(c.nChannels, (int)std::ceil(k.funcChannelShare[f] * in.maxChannels)) << collFuncName(f);
       EXPECT_EQ(c.nThreads, TuningConstants::defaults().maxThreads[kSimple]);
     }
   }
@@ -269,8 +271,34 @@ TEST(Tuning, ChannelCountGrowsWithSize) {
       last = c.nChannels;
     }
     EXPECT_EQ(pick(h200x2(), f, 8).nChannels, 1);
-    EXPECT_EQ(last, 24);
+    // Broadcast and Reduce (one-way chains) stop at their channel share, the others use all 24.
+    const bool chain = f == dev::kFuncBroadcast || f == dev::kFuncReduce;
+    EXPECT_EQ(last, chain ? 12 : 24) << collFuncName(f);
   }
+}
+
+// channelshare.<func> caps the channel count of a call and leaves its estimate alone; Direct
+// (its own channel rule) is not capped.
+TEST(Tuning, ChannelShareCapsTheCountNotTheEstimate) {
+  TuningInput in = h200x2();
+  in.maxChannels = 32;
+  TuningConstants k = TuningConstants::defaults();
+  const size_t big = size_t(1) << 30;
+  TuningChoice half = estimateCollective(in, k, dev::kFuncBroadcast, kRing, kSimple, big);
+  EXPECT_EQ(half.nChannels, 16);
+  EXPECT_EQ(estimateCollective(in, k, dev::kFuncAllReduce, kRing, kSimple, big).nChannels, 32);
+  k.funcChannelShare[dev::kFuncBroadcast] = 1.0;
+  TuningChoice all = estimateCollective(in, k, dev::kFuncBroadcast, kRing, kSimple, big);
+  EXPECT_EQ(all.nChannels, 32);
+  EXPECT_EQ(all.timeUs, half.timeUs);
+  k.funcChannelShare[dev::kFuncBroadcast] = 0.3;  // 9.6 channels: rounded up
+  EXPECT_EQ(estimateCollective(in, k, dev::kFuncBroadcast, kRing, kSimple, big).nChannels, 10);
+  k.funcChannelShare[dev::kFuncBroadcast] = 0;  // never below one channel
+  EXPECT_EQ(estimateCollective(in, k, dev::kFuncBroadcast, kRing, kSimple, big).nChannels, 1);
+  in.meshChannels = 32;
+  k.funcChannelShare[dev::kFuncAllGather] = 0.25;
+  EXPECT_EQ(estimateCollective(in, k, dev::kFuncAllGather, dev::kAlgoDirect, kLL, big).nChannels, 32);
+  EXPECT_EQ(estimateCollective(in, k, dev::kFuncAllGather, kRing, kSimple, big).nChannels, 8);
 }
 
 TEST(Tuning, MoreNodesCostNetworkLatencyAndBandwidth) {
@@ -382,7 +410,8 @@ TEST(TuningConstantsText, FormatRoundTripsAndParsesEveryKeyKind) {
   ASSERT_EQ(parseTuningText(
                 "# comment\n base.ring.ll = 3.5\nHW.PCIE.Tree.LL128=2.25 ; bweff.tree.simple = 0.5\n"
                 "step.ring.simple = 0 # trailing comment\nprotoeff.ll = 0.45\nfuncbw.allgather = 0.9\n"
-                "funcstep.reduce = 2\nthreshold.ring.simple = 128\nmaxthreads.ll128 = 512\n\n",
+                "funcstep.reduce = 2\nthreshold.ring.simple = 128\nmaxthreads.ll128 = 512\n"
+                "channelshare.broadcast = 0.75\n\n",
                 &k, &why),
             ncclSuccess)
       << why;
@@ -395,6 +424,7 @@ TEST(TuningConstantsText, FormatRoundTripsAndParsesEveryKeyKind) {
   EXPECT_EQ(k.funcStepScale[dev::kFuncReduce], 2.0);
   EXPECT_EQ(k.threadThreshold[kRing][kSimple], 128);
   EXPECT_EQ(k.maxThreads[kLL128], 512);
+  EXPECT_EQ(k.funcChannelShare[dev::kFuncBroadcast], 0.75);
 
   TuningConstants back = TuningConstants::defaults();
   ASSERT_EQ(parseTuningText(formatTuningConstants(k), &back, &why), ncclSuccess) << why;

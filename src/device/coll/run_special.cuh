@@ -1,21 +1,36 @@
 // The work runners of the specialized kernels (special_kernels.h): one kind of item each, with
 // the item's kind checked (a launch the host mixed up traps rather than misreads an item).
-// Separate from kernel_special.cu so that CPU tests run the same runners.
+// Separate from the kernel entries so that CPU tests run the same runners.
 #pragma once
+
+#include <type_traits>
 
 #include "device/coll/run_direct.cuh"
 #include "device/special_kernels.h"
 
 namespace weft::dev {
 
-template <int Kind>
-WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<FlagShared>& env) {
+// Shared: the shared state of the kind's protocol (FlagShared for LL, SimpleShared for Simple).
+template <int Kind, typename Shared>
+WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<Shared>& env) {
   if (specialKernelOf(*w) != Kind) arch::trap();
-  if constexpr (Kind == kSpecialDirectSumF32) runDirectAllReduce<FnSum<float>>(*w, env);
-  else if constexpr (Kind == kSpecialDirectSumF16) runDirectAllReduce<FnSum<__half>>(*w, env);
-  else if constexpr (Kind == kSpecialDirectSumBf16) runDirectAllReduce<FnSum<__nv_bfloat16>>(*w, env);
-  else if constexpr (Kind == kSpecialDirectGather) runDirectAllGather(*w, env);
-  else static_assert(Kind == kSpecialDirectGather, "no runner for this kind");
+  if constexpr (specialKernelProto(Kind) == kProtoLL) {
+    static_assert(std::is_same_v<Shared, FlagShared>, "an LL kind runs in an LL-shaped kernel");
+    if constexpr (Kind == kSpecialDirectSumF32) runDirectAllReduce<FnSum<float>>(*w, env);
+    else if constexpr (Kind == kSpecialDirectSumF16) runDirectAllReduce<FnSum<__half>>(*w, env);
+    else if constexpr (Kind == kSpecialDirectSumBf16) runDirectAllReduce<FnSum<__nv_bfloat16>>(*w, env);
+    else if constexpr (Kind == kSpecialDirectGather) runDirectAllGather(*w, env);
+    else static_assert(Kind == kSpecialDirectGather, "no runner for this kind");
+  } else {
+    static_assert(std::is_same_v<Shared, SimpleShared>, "a Simple kind runs in a Simple-shaped kernel");
+    using P = SimpleProtoT<specialKernelOutlinesCopies(Kind)>;
+    if constexpr (Kind == kSpecialRingSumF32) runRingColl<FnSum<float>, P>(*w, env);
+    else if constexpr (Kind == kSpecialRingSumF16) runRingColl<FnSum<__half>, P>(*w, env);
+    else if constexpr (Kind == kSpecialRingSumBf16) runRingColl<FnSum<__nv_bfloat16>, P>(*w, env);
+    else if constexpr (Kind == kSpecialRingCopy) runRingColl<FnCopy, P>(*w, env);
+    else if constexpr (Kind == kSpecialSendRecv) runSendRecv<P>(*w, env);
+    else static_assert(Kind == kSpecialSendRecv, "no runner for this kind");
+  }
 }
 
 }  // namespace weft::dev

@@ -23,13 +23,15 @@ struct WorkEnvT {
 };
 using WorkEnv = WorkEnvT<SimpleShared>;
 
-struct SimpleProto {
+// OutlineCopies: see SimplePrims.
+template <bool OutlineCopies>
+struct SimpleProtoT {
   static constexpr int kId = kProtoSimple;
   static constexpr uint64_t kNoConnStepBytes = kSimpleMinStepBytes;
   using Shared = SimpleShared;
   using Group = SimpleGroup;
   template <typename Fn>
-  using Prims = SimplePrims<Fn>;
+  using Prims = SimplePrims<Fn, OutlineCopies>;
   static WEFT_DEV Group fullGroup() { return simpleFullGroup(); }
   // sendWarps: DevComm::p2pSendWarps (0: an even split).
   static WEFT_DEV Group sendGroup(int sendWarps) { return simpleSendGroup(sendWarps); }
@@ -43,6 +45,7 @@ struct SimpleProto {
   static WEFT_DEV Group treeUpGroup() { return simpleSendGroup(kSimpleDataWarps / 2); }
   static WEFT_DEV Group treeDownGroup() { return simpleRecvGroup(kSimpleDataWarps / 2); }
 };
+using SimpleProto = SimpleProtoT<false>;
 
 // LL and LL128 differ only in their primitives, block size (warps) and chunk rule; the warp groups
 // have the same shape (flag_link.cuh).

@@ -235,8 +235,11 @@ class SimpleLink {
   bool aborted_ = false;
 };
 
-// The Simple primitives for element type Fn::Elem and reduction Fn.
-template <typename Fn>
+// The Simple primitives for element type Fn::Elem and reduction Fn. OutlineCopies: each slice's
+// data movement is a call of a non-inlined reduceCopy (reduceCopyOutlined), which then has the
+// registers to itself, instead of being inlined into the primitive's loop (where ptxas spilled
+// the copy loops' values); the specialized Ring-sum kernels use it (special_kernels.h).
+template <typename Fn, bool OutlineCopies = false>
 class SimplePrims : public SimpleLink {
  public:
   using T = typename Fn::Elem;
@@ -292,8 +295,12 @@ class SimplePrims : public SimpleLink {
     const T* in = input_ + inOff;
     T* out = output_ + outOff;
     if (!Fn::kPreOp && !Fn::kPostOp && static_cast<const void*>(in) == static_cast<const void*>(out)) return;
-    reduceCopy<Fn, 1, 1, Fn::kPreOp, Fn::kPostOp>(fn_, tid_, nDataWarps_ * arch::kWarpSize, in, nullptr,
-                                                   out, nullptr, n);
+    if constexpr (OutlineCopies)
+      reduceCopyOutlined<Fn, 1, 1, Fn::kPreOp, Fn::kPostOp>(fn_, tid_, nDataWarps_ * arch::kWarpSize, in, nullptr, out,
+                                                            nullptr, n);
+    else
+      reduceCopy<Fn, 1, 1, Fn::kPreOp, Fn::kPostOp>(fn_, tid_, nDataWarps_ * arch::kWarpSize, in, nullptr, out, nullptr,
+                                                    n);
   }
 
   // One primitive: Recv from the previous peer and/or read our input (SrcIn), reduce, and Send
@@ -315,8 +322,11 @@ class SimplePrims : public SimpleLink {
         const void* s1 = Recv && SrcIn ? static_cast<const void*>(in) : nullptr;
         void* d0 = Send ? static_cast<void*>(sendSlot()) : static_cast<void*>(out);
         void* d1 = Send && DstOut ? static_cast<void*>(out) : nullptr;
-        reduceCopy<Fn, kSrcs, kDsts, SrcIn && Fn::kPreOp, Post && Fn::kPostOp>(
-            fn_, tid_, nDataWarps_ * arch::kWarpSize, s0, s1, d0, d1, len);
+        constexpr bool kPre = SrcIn && Fn::kPreOp, kPost = Post && Fn::kPostOp;
+        if constexpr (OutlineCopies)
+          reduceCopyOutlined<Fn, kSrcs, kDsts, kPre, kPost>(fn_, tid_, nDataWarps_ * arch::kWarpSize, s0, s1, d0, d1, len);
+        else
+          reduceCopy<Fn, kSrcs, kDsts, kPre, kPost>(fn_, tid_, nDataWarps_ * arch::kWarpSize, s0, s1, d0, d1, len);
       }
       dataEnd(Recv, Send);
     }
