@@ -8,6 +8,8 @@
 #   bash tools/gpu_batch.sh scan fit               (~5 min)
 #   bash tools/gpu_batch.sh warps                  (~7 min)
 #   bash tools/gpu_batch.sh verify                 (~9 min with the build; session 5's changes)
+#   bash tools/gpu_batch.sh special                (~9 min with the build; then special2, ~5 min)
+#   bash tools/gpu_batch.sh final6 regress         (~9 min with the build)
 # Stages: correct (coll_sweep per forced algorithm/protocol and launch mode, kernel harness,
 # IREE-style and torch clients), latency (small all_reduce, one thread per GPU and CUDA graph,
 # default and forced Direct; the tuner's picks), perf (busbw ratios 256 KiB - 1 GiB), huge
@@ -150,6 +152,64 @@ stage_verify() {
         grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
     done
   done
+}
+
+# Session 6: the specialized Simple kernels (Ring sums of float/half/bf16, Ring copies, SendRecv)
+# against the general ones (NCCL_WEFT_SPECIAL_KERNELS=0) and NCCL, then a channel scan with them.
+VARIANTS=${VARIANTS:-"nccl:$NCCL:X=1 weft:$B:X=1 general:$B:NCCL_WEFT_SPECIAL_KERNELS=0"}
+perfv() {  # label ops -b -e -f -n: every "label:lib:VAR=value" of $VARIANTS (nccl first)
+  for v in $VARIANTS; do
+    IFS=: read -r label lib envs <<< "$v"; echo "### $label" >> $L/$1.log
+    env $envs LD_LIBRARY_PATH=$lib timeout 200 $B/tools/weft-perf $2 -g 2 -b $3 -e $4 -f $5 -c 0 -n $6 -w 2 >> $L/$1.log 2>&1
+  done
+  python3 tools/ratio_table.py $L/$1.log --ops $2
+}
+stage_special() {
+  sw default "X=1" -m threads
+  echo "== busbw GB/s weft/NCCL (weft-perf -g 2 -c 0): weft = specialized kernels, general = NCCL_WEFT_SPECIAL_KERNELS=0"
+  perfv big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
+  perfv mid all_reduce,all_gather,reduce_scatter 256K 64M 4 20
+}
+stage_special2() {
+  sw procs "X=1" -m procs,initall
+  sw general "NCCL_WEFT_SPECIAL_KERNELS=0" -m threads
+  echo "== one rank, CUDA graph, all_reduce 8 B - 64 KiB, us"
+  lat nccl "X=1" $NCCL -t 1 -g 1 -G 10; lat weft "X=1" $B -t 1 -g 1 -G 10
+  lat weft-general "NCCL_WEFT_SPECIAL_KERNELS=0" $B -t 1 -g 1 -G 10
+  echo "== channel scan with the specialized kernels: busbw GB/s at 64M 256M 1G"
+  for e in "NCCL_MAX_NCHANNELS=16" "NCCL_MAX_NCHANNELS=24" "X=1"; do
+    for op in broadcast reduce sendrecv alltoall all_reduce all_gather reduce_scatter; do
+      printf "%-24s %-15s " "$e" "$op"
+      env $e LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf $op -g 2 -b 64M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+        grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+    done
+  done
+  echo "== spill lines (LDL/STL per source line) of the specialized Simple kernels"
+  bash tools/spill_lines.sh $B/libnccl.so.2 weftKernelSpecialSimple 2>&1 | head -30
+}
+
+# Forced algorithms and protocols, and the clients, after a change of the Simple kernels.
+stage_regress() {
+  sw ll "NCCL_PROTO=LL" -m threads
+  sw tree "NCCL_ALGO=allreduce:tree NCCL_PROTO=Simple" -m threads,procs
+  sw treell "NCCL_ALGO=allreduce:tree NCCL_PROTO=LL" -m threads
+  sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads
+  sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
+  timeout 60 $B/tests/gpu/iree_style_test > $L/iree.log 2>&1; echo "iree rc=$?"
+  timeout 150 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft > $L/torch.log 2>&1
+  echo "torch rc=$?"; tail -2 $L/torch.log
+}
+
+# Session 6's end state: sweeps, busbw against NCCL (weft and the general kernels), latency.
+stage_final6() {
+  sw default "X=1" -m threads,procs,initall
+  sw general "NCCL_WEFT_SPECIAL_KERNELS=0" -m threads
+  echo "== busbw GB/s weft/NCCL (weft-perf -g 2 -c 0); general = NCCL_WEFT_SPECIAL_KERNELS=0"
+  perfv big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1"
+  perfv mid all_reduce,all_gather,reduce_scatter,broadcast,reduce 256K 64M 4 40
+  echo "== latency, us (all_reduce 8 B - 64 KiB)"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1 -G 10"; do lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; done
 }
 
 for s in $STAGES; do

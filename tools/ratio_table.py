@@ -20,11 +20,11 @@ for line in open(args[0]):
         blocks[cur].append((int(m.group(1)), float(m.group(4))))
 ref = blocks.get("nccl", [])
 per = len(ref) // len(ops) if ops and ref else 0
+variants = [k for k in blocks if k != "nccl"]
 for i, op in enumerate(ops):
-    rows = []
-    for k, v in blocks.items():
-        if k == "nccl":
-            continue
-        for (size, bw), (_, nbw) in zip(v[i * per:(i + 1) * per], ref[i * per:(i + 1) * per]):
+    for k in variants:  # one line per weft variant, labelled when there are several
+        rows = []
+        for (size, bw), (_, nbw) in zip(blocks[k][i * per:(i + 1) * per], ref[i * per:(i + 1) * per]):
             rows.append("%s %.1f/%.1f=%.2f" % (size, bw, nbw, bw / nbw if nbw else 0))
-    print("%-15s %s" % (op, "  ".join(rows)))
+        label = op if len(variants) == 1 else "%s %s" % (op, k)
+        print("%-22s %s" % (label, "  ".join(rows)))
