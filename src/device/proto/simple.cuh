@@ -295,12 +295,15 @@ class SimplePrims : public SimpleLink {
     const T* in = input_ + inOff;
     T* out = output_ + outOff;
     if (!Fn::kPreOp && !Fn::kPostOp && static_cast<const void*>(in) == static_cast<const void*>(out)) return;
-    if constexpr (OutlineCopies)
-      reduceCopyOutlined<Fn, 1, 1, Fn::kPreOp, Fn::kPostOp>(fn_, tid_, nDataWarps_ * arch::kWarpSize, in, nullptr, out,
-                                                            nullptr, n);
-    else
-      reduceCopy<Fn, 1, 1, Fn::kPreOp, Fn::kPostOp>(fn_, tid_, nDataWarps_ * arch::kWarpSize, in, nullptr, out, nullptr,
-                                                    n);
+    move<1, 1, Fn::kPreOp, Fn::kPostOp>(in, nullptr, out, nullptr, n);
+  }
+
+  // The data warps move n elements (reduceCopy), inlined here or as a call (OutlineCopies).
+  template <int NSrcs, int NDsts, bool Pre, bool Post>
+  WEFT_DEV void move(const void* s0, const void* s1, void* d0, void* d1, int64_t n) {
+    const int nThreads = nDataWarps_ * arch::kWarpSize;
+    if constexpr (OutlineCopies) reduceCopyOutlined<Fn, NSrcs, NDsts, Pre, Post>(fn_, tid_, nThreads, s0, s1, d0, d1, n);
+    else reduceCopy<Fn, NSrcs, NDsts, Pre, Post>(fn_, tid_, nThreads, s0, s1, d0, d1, n);
   }
 
   // One primitive: Recv from the previous peer and/or read our input (SrcIn), reduce, and Send
@@ -322,11 +325,7 @@ class SimplePrims : public SimpleLink {
         const void* s1 = Recv && SrcIn ? static_cast<const void*>(in) : nullptr;
         void* d0 = Send ? static_cast<void*>(sendSlot()) : static_cast<void*>(out);
         void* d1 = Send && DstOut ? static_cast<void*>(out) : nullptr;
-        constexpr bool kPre = SrcIn && Fn::kPreOp, kPost = Post && Fn::kPostOp;
-        if constexpr (OutlineCopies)
-          reduceCopyOutlined<Fn, kSrcs, kDsts, kPre, kPost>(fn_, tid_, nDataWarps_ * arch::kWarpSize, s0, s1, d0, d1, len);
-        else
-          reduceCopy<Fn, kSrcs, kDsts, kPre, kPost>(fn_, tid_, nDataWarps_ * arch::kWarpSize, s0, s1, d0, d1, len);
+        move<kSrcs, kDsts, SrcIn && Fn::kPreOp, Post && Fn::kPostOp>(s0, s1, d0, d1, len);
       }
       dataEnd(Recv, Send);
     }
