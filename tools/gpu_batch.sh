@@ -23,9 +23,15 @@ OUT=${OUT:-/tmp/weft-gpu-batch}; L=$OUT/logs; mkdir -p $L
 B=build-gpu
 NCCL=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
 STAGES=${*:-correct latency}
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft-perf weft_kernel_harness > $L/build.log 2>&1
-rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
+if [ -n "${PREBUILT:-}" ]; then
+  # Binaries built elsewhere (tools/prebuilt.sh) and carried: no build, ~7 minutes of device time
+  # saved. Their run paths point at the build machine's folders, so the loader searches $B.
+  B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
+else
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
+fi
 
 sw() {  # label "VAR=value ..." coll_sweep-args...
   local label=$1 e=$2; shift 2
@@ -210,6 +216,136 @@ stage_final6() {
   perfv mid all_reduce,all_gather,reduce_scatter,broadcast,reduce 256K 64M 4 40
   echo "== latency, us (all_reduce 8 B - 64 KiB)"
   for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1 -G 10"; do lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; done
+}
+
+# Session 7: where a latency-bound launch spends its time. tools/launch_floor.cu times small
+# kernels that each add one thing a weft kernel does; Nsight Compute times weft's own kernels for
+# one rank (no peers: the fixed cost alone).
+ncu_kernels() {  # label "VAR=value ..." weft-perf-args...
+  local label=$1 e=$2; shift 2
+  env $e timeout 150 ncu --clock-control none --cache-control none --launch-skip 30 --launch-count 4 \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,sm__cycles_elapsed.max,smsp__inst_executed.sum \
+    $B/tools/weft-perf "$@" > $L/ncu-$label.log 2>&1
+  echo "ncu $label ($e $*) rc=$?"
+  grep -E "^  [A-Za-z_].*\(|gpu__time_duration|launch__grid|launch__block_size|registers|cycles_elapsed|inst_executed" $L/ncu-$label.log | head -14
+}
+stage_floor() {
+  nvcc -O3 -arch=sm_90 -o /tmp/launch_floor tools/launch_floor.cu && CUDA_VISIBLE_DEVICES=0 /tmp/launch_floor | tee $L/floor.txt
+  ncu_kernels one "X=1" all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1
+  ncu_kernels onegen "NCCL_WEFT_SPECIAL_KERNELS=0" all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1
+  ncu_kernels one32k "X=1" all_reduce -b 32K -e 32K -c 0 -n 40 -w 5 -t 1 -g 1
+  env LD_LIBRARY_PATH=$NCCL timeout 100 ncu --clock-control none --launch-skip 30 --launch-count 2 --metrics gpu__time_duration.sum \
+    $B/tools/weft-perf all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1 > $L/ncu-nccl.log 2>&1
+  echo "ncu nccl one rank rc=$?"; grep -E "^  [A-Za-z_].*\(|gpu__time_duration" $L/ncu-nccl.log | head -6
+  echo "== latency, us (all_reduce 8 B - 64 KiB)"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1 -G 10"; do lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; done
+  lat weft-direct-gen "NCCL_WEFT_SPECIAL_KERNELS=0" $B -t 2 -g 1 -G 10
+}
+
+# Where the one-rank kernel's block waits: warp-state sampling (stall reasons), whole kernel and
+# per SASS instruction (CSV, for the top stalls).
+stage_stalls() {
+  local n=ncu
+  for v in "special:X=1" "general:NCCL_WEFT_SPECIAL_KERNELS=0" "direct1:NCCL_ALGO=allreduce:direct"; do
+    local label=${v%%:*} e=${v#*:}
+    env $e timeout 150 $n --clock-control none --cache-control none --launch-skip 30 --launch-count 1 --warp-sampling-interval 0 \
+      --section WarpStateStats --section SourceCounters --section LaunchStats --section InstructionStats \
+      $B/tools/weft-perf all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1 > $L/stall-$label.txt 2>&1
+    echo "stalls $label rc=$?"; grep -E "Duration|Stall|stall|Warp Cycles|Issued" $L/stall-$label.txt | head -30
+    env $e timeout 150 $n --clock-control none --cache-control none --launch-skip 30 --launch-count 1 --warp-sampling-interval 0 \
+      --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+      $B/tools/weft-perf all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1 > $L/sass-$label.csv 2>&1
+    echo "sass $label rc=$? lines $(wc -l < $L/sass-$label.csv)"
+  done
+}
+
+# Session 7: latency after taking local memory out of the Simple and Direct kernels; the sweeps
+# that cover them; busbw of the kernels whose registers changed.
+stage_s7() {
+  nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/launch_floor tools/launch_floor.cu && CUDA_VISIBLE_DEVICES=0 /tmp/launch_floor | tee $L/floor.txt | grep host
+  echo "== latency, us (all_reduce 8 B - 64 KiB)"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1 -G 10"; do lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; done
+  lat weft-ringll "NCCL_ALGO=allreduce:ring NCCL_PROTO=LL" $B -t 2 -g 1 -G 10
+  lat weft-twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" $B -t 2 -g 1 -G 10
+  sw default "X=1" -m threads,procs
+  sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
+  sw ll "NCCL_PROTO=LL" -m threads
+  sw general "NCCL_WEFT_SPECIAL_KERNELS=0" -m threads
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1"
+  perfv big broadcast,all_gather,reduce,all_reduce,reduce_scatter,sendrecv,alltoall 64M 1G 4 8
+}
+
+# PDL in the launch floor; knob scans for the two collectives below 0.95x at 1 GiB (reduce, sendrecv).
+stage_scan7() {
+  nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/launch_floor tools/launch_floor.cu && CUDA_VISIBLE_DEVICES=0 /tmp/launch_floor | tee $L/floor.txt
+  echo "== busbw GB/s at 256M 1G per setting"
+  for e in "X=1" "NCCL_WEFT_TUNING=channelshare.reduce=0.375" "NCCL_WEFT_TUNING=channelshare.reduce=0.625" \
+           "NCCL_WEFT_TUNING=channelshare.reduce=0.75" "NCCL_BUFFSIZE=8388608" "NCCL_BUFFSIZE=2097152"; do
+    printf "%-46s %-10s " "$e" reduce
+    env $e LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf reduce -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+      grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+  done
+  for e in "X=1" "NCCL_WEFT_P2P_SEND_WARPS=4" "NCCL_WEFT_P2P_SEND_WARPS=6" "NCCL_WEFT_P2P_SEND_WARPS=7" \
+           "NCCL_WEFT_P2P_MAX_CHANNELS=16" "NCCL_WEFT_P2P_MAX_CHANNELS=28" "NCCL_WEFT_P2P_MAX_CHANNELS=32" \
+           "NCCL_BUFFSIZE=8388608" "NCCL_BUFFSIZE=2097152"; do
+    printf "%-46s %-10s " "$e" sendrecv
+    env $e LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf sendrecv -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+      grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+  done
+  printf "%-46s %-10s " nccl sendrecv; LD_LIBRARY_PATH=$NCCL timeout 60 $B/tools/weft-perf sendrecv -g 2 -b 256M -e 1G -f 4 -c 0 -n 8 -w 2 2>&1 |
+      grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $8} END{print ""}'
+}
+
+# One GPU (the copy path), the IREE-style and PyTorch clients.
+clients() {
+  timeout 100 $B/tests/gpu/coll_sweep -g 1 --quick --timeout 25 -m threads,initall > $L/sw-one.log 2>&1
+  echo "sweep one GPU rc=$?"; grep -E "FAIL|no progress" $L/sw-one.log | head -4
+  timeout 60 $B/tests/gpu/iree_style_test > $L/iree.log 2>&1; echo "iree rc=$?"
+  timeout 150 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft > $L/torch.log 2>&1
+  echo "torch rc=$?"; tail -2 $L/torch.log
+}
+
+# The leaner Direct kernel (head read with the steps, first pack read before the wait), one rank
+# as copies, and programmatic dependent launch (NCCL_WEFT_PDL=1) against the default.
+stage_s7b() {
+  echo "== latency, us (all_reduce 8 B - 64 KiB)"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1 -G 10"; do
+    lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; lat weft-pdl "NCCL_WEFT_PDL=1" $B $m
+  done
+  lat nccl "X=1" $NCCL -t 2 -g 1 -G 10; lat weft "X=1" $B -t 2 -g 1 -G 10; lat weft-pdl "NCCL_WEFT_PDL=1" $B -t 2 -g 1 -G 10
+  lat weft-twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" $B -t 2 -g 1 -G 10
+  sw default "X=1" -m threads,procs,initall
+  sw pdl "NCCL_WEFT_PDL=1" -m threads,procs
+  sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
+  sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
+  clients
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 pdl:$B:NCCL_WEFT_PDL=1"
+  perfv mid all_reduce,all_gather,reduce_scatter 256K 64M 4 40
+}
+
+# Session 7's end state: PDL on by default, the Direct kernel's 8-byte packs inline.
+stage_final7() {
+  echo "== latency, us (all_reduce 8 B - 64 KiB); weft-nopdl = NCCL_WEFT_PDL=0"
+  for m in "-t 2 -g 1" "-t 2 -g 1 -G 10" "-t 1 -g 1 -G 10"; do
+    lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; lat weft-nopdl "NCCL_WEFT_PDL=0" $B $m
+  done
+  echo "== host time per operation in the enqueue calls (-t 2 -g 1, 8 B and 32 KiB)"
+  for v in "nccl:$NCCL" "weft:$B"; do
+    printf "%-6s " ${v%%:*}; WEFT_PERF_HOST_TIME=1 LD_LIBRARY_PATH=${v#*:} timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 32K -f 4096 -c 0 -n 300 -w 50 -t 2 -g 1 2>&1 |
+      grep -oE "host [0-9.]+ us" | tr '\n' ' '; echo
+  done
+  sw default "X=1" -m threads,procs,initall
+  sw nopdl "NCCL_WEFT_PDL=0" -m threads
+  sw ll "NCCL_PROTO=LL" -m threads
+  sw tree "NCCL_ALGO=allreduce:tree NCCL_PROTO=Simple" -m threads,procs
+  sw treell "NCCL_ALGO=allreduce:tree NCCL_PROTO=LL" -m threads
+  sw general "NCCL_WEFT_SPECIAL_KERNELS=0" -m threads
+  sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
+  sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
+  clients
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1"
+  perfv big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
+  perfv mid all_reduce,all_gather,reduce_scatter,broadcast,reduce 256K 64M 4 40
 }
 
 for s in $STAGES; do

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -227,7 +228,14 @@ void runPlacement(std::vector<Slot>& slots, const Options& opts, const Case& c, 
     PERF_CUDA(cudaEventRecord(s.start, s.stream), s.rank);
   }
   if (graphs.empty()) {
+    // WEFT_PERF_HOST_TIME=1: also the host's time per operation in the enqueue calls (when the
+    // GPU keeps up, this bounds the time per operation from below).
+    const auto hostStart = std::chrono::steady_clock::now();
     for (int i = 0; i < opts.iters; ++i) launchOps(slots, c, shape, nranks);
+    if (std::getenv("WEFT_PERF_HOST_TIME") != nullptr) {
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - hostStart).count();
+      std::fprintf(stderr, "# rank %d: host %.2f us per operation in the enqueue calls\n", slots[0].rank, us / opts.iters);
+    }
   } else {
     for (int k = 0; k < opts.graphLaunches; ++k) {
       for (size_t i = 0; i < slots.size(); ++i) {
