@@ -4,7 +4,8 @@
 // 1440-byte frame and 22,784 bytes of spill stores, and the LL kernel's runner 1808 bytes of stack
 // per thread (cuobjdump, linked), which every launch touches cold and the Simple copy loops pay
 // for on every slice. A kernel compiled for one kind spills little or nothing (Simple Ring sums
-// with outlined slice copies: none; Direct: 312 bytes of stack). Measured on 2xH200 against the
+// with outlined slice copies: none; Direct: no stack since session 7, when the per-peer and
+// per-slot arrays left local memory: reg_array.h). Measured on 2xH200 against the
 // general kernels (session 5 and 6): 8-byte Direct all_reduce in a CUDA graph 11.2 -> 7.7 us;
 // busbw at 1 GiB reduce 244 -> 332 GB/s, reduce_scatter 244 -> 314, all_reduce 290 -> 311; one
 // rank, graph, 8 bytes 9.0 -> 5.9 us. So a launch whose items are all of one common kind runs the
@@ -41,8 +42,11 @@ WEFT_HD constexpr Proto specialKernelProto(int kind) {
 // Simple kinds whose slices call a non-inlined reduceCopy (SimplePrims' OutlineCopies). Measured
 // on 2xH200, busbw at 64M/256M/1G against the same kernels with the copies inlined (session 6):
 // all_reduce 284/312/319 vs 256/278/286 GB/s, reduce_scatter 239/296/317 vs 215/279/293; reduce
-// 317/330/331 vs 311/337/347 is the one loss. Copies gain nothing from it (broadcast 309/336/350
-// vs 308/336/347) and SendRecv loses (alltoall 246/292/313 vs 255/308/328), so they stay inlined.
+// 317/330/331 vs 311/337/347 is the one loss. Session 7 tried Reduce-only kinds with inlined
+// copies (304-byte frame, 520 bytes of spill stores): 281/288/289 against 337/348/349 for the
+// outlined sum kernel, so Reduce stays with the sums. Copies gain nothing from outlining
+// (broadcast 309/336/350 vs 308/336/347) and SendRecv loses (alltoall 246/292/313 vs
+// 255/308/328), so they stay inlined.
 WEFT_HD constexpr bool specialKernelOutlinesCopies(int kind) {
   return kind == kSpecialRingSumF32 || kind == kSpecialRingSumF16 || kind == kSpecialRingSumBf16;
 }

@@ -23,7 +23,10 @@
 namespace weft::dev {
 
 // The LL connections to and from every peer on one channel, for one work item. Every thread of
-// the block constructs one and runs the same calls in the same order.
+// the block constructs one and runs the same calls in the same order. All connections advance by
+// the same number of steps per iteration, so a connection's step is its step at the start of the
+// item (in shared memory) plus one count of steps taken (a register): no per-peer arrays in local
+// memory, whose first touches cost a latency-bound launch about 1 us (reg_array.h).
 class DirectLinks {
  public:
   WEFT_DEV DirectLinks(DevComm* comm, int channel, FlagShared* sh, int nThreads)
@@ -39,12 +42,20 @@ class DirectLinks {
       const ConnInfo& s = peers_[q].send;
       const ConnInfo& r = peers_[q].recv;
       if (s.buffs[kProtoLL] == nullptr || r.buffs[kProtoLL] == nullptr) arch::trap();  // no connection
-      sendStep_[q] = arch::ldN<8>(&s.step);
-      recvStep_[q] = arch::ldN<8>(&r.step);
-      headSeen_[q] = 0;
       sb = minU64(sb, minU64((uint64_t)s.stepBytes[kProtoLL], (uint64_t)r.stepBytes[kProtoLL]));
     }
     stepBytes_ = sb == ~0ull ? kLLMinStepBytes : sb;
+    // Thread q reads peer q's counters, the head too: in parallel with the other loads rather
+    // than by every warp after the barrier (one round trip less before the first write).
+    if (tid_ < n_ && tid_ != rank_) {
+      sh_->directSendBase[tid_] = arch::ldN<8>(&peers_[tid_].send.step);
+      sh_->directRecvBase[tid_] = arch::ldN<8>(&peers_[tid_].recv.step);
+      sh_->directHeadBase[tid_] = arch::ldAcquireSys(peers_[tid_].send.head);
+    }
+    arch::barSync(kBarrier, nThreads_);  // the bases are written before anyone reads them
+    if (arch::laneId() == 0) {
+      for (int q = 0; q < n_; q++) headSeen(q) = sh_->directHeadBase[q];
+    }
   }
 
   WEFT_DEV int rank() const { return rank_; }
@@ -58,12 +69,14 @@ class DirectLinks {
     if (arch::laneId() == 0 && !aborted()) {
       for (int q = 0; q < n_; q++) {
         if (q == rank_) continue;
-        const uint64_t last = sendStep_[q] + (uint64_t)(steps - 1);
+        const uint64_t last = sendStep(q) + (uint64_t)(steps - 1);
+        uint64_t seen = headSeen(q);
         int spins = 0;
-        while (headSeen_[q] + kSteps <= last) {
-          headSeen_[q] = arch::ldAcquireSys(peers_[q].send.head);
-          if (headSeen_[q] + kSteps > last || spinAborted(&spins)) break;
+        while (seen + kSteps <= last) {
+          seen = arch::ldAcquireSys(peers_[q].send.head);
+          if (seen + kSteps > last || spinAborted(&spins)) break;
         }
+        headSeen(q) = seen;
       }
     }
     arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
@@ -73,7 +86,7 @@ class DirectLinks {
   // current + k to / from peer q.
   WEFT_DEV void write(int q, int k, int64_t p, const Pack16& v, bool two) {
     if (aborted_) return;
-    const uint64_t step = sendStep_[q] + (uint64_t)k;
+    const uint64_t step = sendStep(q) + (uint64_t)k;
     char* line = peers_[q].send.buffs[kProtoLL] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
     const uint32_t flag = llFlag(step);
     Pack16 a;
@@ -93,7 +106,7 @@ class DirectLinks {
   WEFT_DEV Pack16 read(int q, int k, int64_t p, bool two) {
     Pack16 v{};
     if (aborted()) return v;
-    const uint64_t step = recvStep_[q] + (uint64_t)k;
+    const uint64_t step = recvStep(q) + (uint64_t)k;
     const char* line = peers_[q].recv.buffs[kProtoLL] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
     const uint32_t flag = llFlag(step);
     Pack16 a = arch::ldLine16(line), b{};
@@ -123,17 +136,16 @@ class DirectLinks {
     for (int q = 0; q < n_; q++) {
       if (q == rank_) continue;
       for (int k = 0; k < steps; k++) {
-        if (!llWipeAfter(recvStep_[q] + (uint64_t)k)) continue;
-        wipeSlot(q, recvStep_[q] + (uint64_t)k);
+        if (!llWipeAfter(recvStep(q) + (uint64_t)k)) continue;
+        wipeSlot(q, recvStep(q) + (uint64_t)k);
         wiped = true;
       }
     }
     if (wiped) arch::barSync(kBarrier, nThreads_);
-    for (int q = 0; q < n_; q++) {
-      if (q == rank_) continue;
-      recvStep_[q] += (uint64_t)steps;
-      sendStep_[q] += (uint64_t)steps;
-      if (tid_ == 0 && !aborted()) arch::stRelaxedSys(peers_[q].recv.head, recvStep_[q]);
+    taken_ += (uint64_t)steps;
+    if (tid_ == 0 && !aborted()) {
+      for (int q = 0; q < n_; q++)
+        if (q != rank_) arch::stRelaxedSys(peers_[q].recv.head, recvStep(q));
     }
   }
 
@@ -142,13 +154,17 @@ class DirectLinks {
     if (tid_ != 0) return;
     for (int q = 0; q < n_; q++) {
       if (q == rank_) continue;
-      arch::stN<8>(&peers_[q].send.step, sendStep_[q]);
-      arch::stN<8>(&peers_[q].recv.step, recvStep_[q]);
+      arch::stN<8>(&peers_[q].send.step, sendStep(q));
+      arch::stN<8>(&peers_[q].recv.step, recvStep(q));
     }
   }
 
  private:
   static constexpr int kBarrier = 1;  // named barrier of the whole block (LL's full group)
+
+  WEFT_DEV uint64_t sendStep(int q) const { return sh_->directSendBase[q] + taken_; }
+  WEFT_DEV uint64_t recvStep(int q) const { return sh_->directRecvBase[q] + taken_; }
+  WEFT_DEV uint64_t& headSeen(int q) { return sh_->directHeadSeen[arch::warpId()][q]; }
 
   WEFT_DEV bool aborted() {
     if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
@@ -179,9 +195,7 @@ class DirectLinks {
   DevPeer* peers_;
   int rank_ = 0, n_ = 1, tid_ = 0, nThreads_ = 1;
   uint64_t stepBytes_ = kLLMinStepBytes;
-  uint64_t sendStep_[kDirectMaxRanks] = {};
-  uint64_t recvStep_[kDirectMaxRanks] = {};
-  uint64_t headSeen_[kDirectMaxRanks] = {};  // lane 0 of each warp
+  uint64_t taken_ = 0;  // steps every connection advanced by in this item
   bool aborted_ = false;
 };
 
@@ -190,6 +204,12 @@ namespace direct {
 // Bytes of pack p of an nBytes range that are valid (1..16), and whether its second line is used.
 WEFT_DEV int packValid(int64_t nBytes, int64_t p) { return nBytes - p * 16 < 16 ? (int)(nBytes - p * 16) : 16; }
 WEFT_DEV bool packTwo(int valid) { return valid > (int)kLLLineDataBytes; }
+
+// The calling thread's first pack (pack tid) of an nBytes range, zeros when it has none.
+WEFT_DEV Pack16 firstPack(const DirectLinks& L, const char* src, int64_t nBytes) {
+  const int64_t p = L.tid();
+  return p * 16 < nBytes ? detail::loadUser(src + p * 16, packValid(nBytes, p)) : Pack16{};
+}
 
 // The j-th peer (j < n - 1) of `rank`, skipping itself.
 WEFT_DEV int peerAt(int j, int rank) { return j < rank ? j : j + 1; }
@@ -212,11 +232,14 @@ WEFT_DEV void directAllReduceOneShot(DirectLinks& L, const Fn& fn, const typenam
     const int64_t nBytes = (int64_t)(minU64(chunk, count - off) * sizeof(T));
     const char* src = reinterpret_cast<const char*>(in + offset + off);
     char* dst = reinterpret_cast<char*>(out + offset + off);
+    // The thread's first pack is read before the wait for the peers' slots: two round trips
+    // overlap, which is most of a small call (the other packs are read in the loop).
+    const Pack16 first = direct::firstPack(L, src, nBytes);
     L.waitSend(1);
     for (int64_t p = L.tid(); p * 16 < nBytes; p += L.nThreads()) {
       const int valid = direct::packValid(nBytes, p);
       const bool two = direct::packTwo(valid);
-      Pack16 own = detail::loadUser(src + p * 16, valid);
+      Pack16 own = p == L.tid() ? first : detail::loadUser(src + p * 16, valid);
       if constexpr (Fn::kPreOp) own = fn.preOp(own);
       for (int q = 0; q < n; q++)
         if (q != me) L.write(q, 0, p, own, two);
@@ -298,10 +321,11 @@ WEFT_DEV void directAllGather(DirectLinks& L, const char* in, char* out, uint64_
     const int64_t nBytes = (int64_t)minU64(chunk, count - off);
     const int64_t packs = (int64_t)divUp((uint64_t)nBytes, 16);
     const uint64_t at = offset + off;
+    const Pack16 first = direct::firstPack(L, in + at, nBytes);  // before the wait, as in one-shot
     L.waitSend(1);
     for (int64_t p = L.tid(); p < packs; p += L.nThreads()) {
       const int valid = direct::packValid(nBytes, p);
-      const Pack16 own = detail::loadUser(in + at + p * 16, valid);
+      const Pack16 own = p == L.tid() ? first : detail::loadUser(in + at + p * 16, valid);
       for (int q = 0; q < n; q++)
         if (q != me) L.write(q, 0, p, own, direct::packTwo(valid));
       if (!inPlace) detail::storeUser(out + (uint64_t)me * blockBytes + at + p * 16, own, valid);

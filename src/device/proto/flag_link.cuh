@@ -22,6 +22,13 @@ constexpr int kFlagMaxGroups = 2;
 // Block-shared state of LL/LL128 (static shared memory of the kernel).
 struct FlagShared {
   uint32_t aborted;
+  // Direct (algo/direct.cuh): every peer's send and receive step at the start of the item, and
+  // each warp's last seen head per peer (lane 0). In shared memory because arrays indexed by a
+  // peer number would otherwise live in each thread's local memory.
+  uint64_t directSendBase[kDirectMaxRanks];
+  uint64_t directRecvBase[kDirectMaxRanks];
+  uint64_t directHeadBase[kDirectMaxRanks];
+  uint64_t directHeadSeen[arch::kMaxBlockThreads / arch::kWarpSize][kDirectMaxRanks];
 };
 
 // Warps serving one transfer direction (or both, for collectives): warps
@@ -158,54 +165,76 @@ class FlagLink {
 
 namespace detail {
 
+// The partial-pack paths (small or unaligned messages). Every loop runs over constant indices of
+// the pack's words and takes v by value: an address taken of a pack, or a word picked at run
+// time, would put it in local memory, which a latency-bound launch pays about 1 us for
+// (reg_array.h). Bytes land in the pack's words little-endian, as in memory.
+constexpr int kWordBits = 32;  // bits of one of a pack's words
+
 static WEFT_DEV_NOINLINE Pack16 loadUserSlow(const char* p, int nBytes) {
   Pack16 v{};
-  char* d = reinterpret_cast<char*>(&v);
-  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if (a % 8 == 0 && nBytes % 8 == 0) {
-    for (int i = 0; i < nBytes; i += 8) {
-      uint64_t w = arch::ldN<8>(p + i);
-      memcpy(d + i, &w, 8);
+WEFT_UNROLL
+    for (int k = 0; k < 2; k++) {
+      if (8 * k >= nBytes) break;
+      const uint64_t w = arch::ldN<8>(p + 8 * k);
+      v.w[2 * k] = (uint32_t)w;
+      v.w[2 * k + 1] = (uint32_t)(w >> kWordBits);
     }
   } else if (a % 4 == 0 && nBytes % 4 == 0) {
-    for (int i = 0; i < nBytes; i += 4) {
-      uint32_t w = (uint32_t)arch::ldN<4>(p + i);
-      memcpy(d + i, &w, 4);
+WEFT_UNROLL
+    for (int k = 0; k < 4; k++) {
+      if (4 * k >= nBytes) break;
+      v.w[k] = (uint32_t)arch::ldN<4>(p + 4 * k);
     }
   } else {
-    for (int i = 0; i < nBytes; i++) d[i] = (char)arch::ldN<1>(p + i);
+WEFT_UNROLL
+    for (int i = 0; i < 16; i++) {
+      if (i >= nBytes) break;
+      v.w[i / 4] |= (uint32_t)(uint8_t)arch::ldN<1>(p + i) << (8 * (i % 4));
+    }
   }
   return v;
 }
 
-static WEFT_DEV_NOINLINE void storeUserSlow(char* p, const Pack16& v, int nBytes) {
-  const char* s = reinterpret_cast<const char*>(&v);
-  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+static WEFT_DEV_NOINLINE void storeUserSlow(char* p, const Pack16 v, int nBytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if (a % 8 == 0 && nBytes % 8 == 0) {
-    for (int i = 0; i < nBytes; i += 8) {
-      uint64_t w;
-      memcpy(&w, s + i, 8);
-      arch::stN<8>(p + i, w);
+WEFT_UNROLL
+    for (int k = 0; k < 2; k++) {
+      if (8 * k >= nBytes) break;
+      arch::stN<8>(p + 8 * k, (uint64_t)v.w[2 * k] | (uint64_t)v.w[2 * k + 1] << kWordBits);
     }
   } else if (a % 4 == 0 && nBytes % 4 == 0) {
-    for (int i = 0; i < nBytes; i += 4) {
-      uint32_t w;
-      memcpy(&w, s + i, 4);
-      arch::stN<4>(p + i, w);
+WEFT_UNROLL
+    for (int k = 0; k < 4; k++) {
+      if (4 * k >= nBytes) break;
+      arch::stN<4>(p + 4 * k, v.w[k]);
     }
   } else {
-    for (int i = 0; i < nBytes; i++) arch::stN<1>(p + i, (uint8_t)s[i]);
+WEFT_UNROLL
+    for (int i = 0; i < 16; i++) {
+      if (i >= nBytes) break;
+      arch::stN<1>(p + i, (uint8_t)(v.w[i / 4] >> (8 * (i % 4))));
+    }
   }
 }
 
 // nBytes in [1, 16]; bytes beyond nBytes read as zero.
 WEFT_DEV Pack16 loadUser(const char* p, int nBytes) {
   if (nBytes == 16 && reinterpret_cast<uintptr_t>(p) % 16 == 0) return arch::ld16(p);
+  if (nBytes == 8 && reinterpret_cast<uintptr_t>(p) % 8 == 0) {  // e.g. two floats: no call
+    const uint64_t w = arch::ldN<8>(p);
+    return Pack16{{(uint32_t)w, (uint32_t)(w >> kWordBits), 0, 0}};
+  }
   return loadUserSlow(p, nBytes);
 }
 
 WEFT_DEV void storeUser(char* p, const Pack16& v, int nBytes) {
   if (nBytes == 16 && reinterpret_cast<uintptr_t>(p) % 16 == 0) arch::st16(p, v);
+  else if (nBytes == 8 && reinterpret_cast<uintptr_t>(p) % 8 == 0)
+    arch::stN<8>(p, (uint64_t)v.w[0] | (uint64_t)v.w[1] << kWordBits);
   else storeUserSlow(p, v, nBytes);
 }
 

@@ -20,6 +20,7 @@
 
 #include "device/abi.h"
 #include "device/reduce/reduce_copy.cuh"
+#include "device/reg_array.h"
 #include "device/work_math.h"
 
 namespace weft::dev {
@@ -109,7 +110,7 @@ class SimpleLink {
     if (sendConn) b = minU64(b, (uint64_t)sendConn->stepBytes[kProtoSimple]);
     stepBytes_ = b == ~0ull ? kSimpleMinStepBytes : b;  // no connection: local copies only
     if (isSync_) {
-      for (int d = 0; d < kSimpleReadyDepth; d++) doneBase_[d] = arch::ldVolatileShared(&sh_->done[group_][d]);
+      for (int d = 0; d < kSimpleReadyDepth; d++) doneBase_.set(d, arch::ldVolatileShared(&sh_->done[group_][d]));
     }
   }
 
@@ -187,8 +188,8 @@ class SimpleLink {
       }
     }
     int d = (int)(slice_ % kSimpleReadyDepth);
-    pendTail_[d] = send ? sendStep_ + 1 : 0;
-    pendHead_[d] = recv ? recvStep_ + 1 : 0;
+    pendTail_.set(d, send ? sendStep_ + 1 : 0);
+    pendHead_.set(d, recv ? recvStep_ + 1 : 0);
     readied_++;
   }
 
@@ -200,9 +201,9 @@ class SimpleLink {
     while (posted_ < readied_) {
       int d = (int)(posted_ % kSimpleReadyDepth);
       uint32_t need = (uint32_t)((posted_ / kSimpleReadyDepth + 1) * (uint64_t)nDataWarps_);
-      if (arch::ldAcquireCtaShared(&sh_->done[group_][d]) - doneBase_[d] < need) break;
-      if (pendTail_[d]) tail = pendTail_[d];
-      if (pendHead_[d]) head = pendHead_[d];
+      if (arch::ldAcquireCtaShared(&sh_->done[group_][d]) - doneBase_.get(d) < need) break;
+      if (pendTail_.get(d)) tail = pendTail_.get(d);
+      if (pendHead_.get(d)) head = pendHead_.get(d);
       posted_++;
     }
     if ((tail | head) == 0 || aborted_) return;
@@ -230,8 +231,9 @@ class SimpleLink {
   // Sync warp lane 0 only.
   uint64_t readied_ = 0, posted_ = 0;
   uint64_t tailSeen_ = 0, headSeen_ = 0;
-  uint64_t pendTail_[kSimpleReadyDepth] = {}, pendHead_[kSimpleReadyDepth] = {};
-  uint32_t doneBase_[kSimpleReadyDepth] = {};
+  // Indexed by depth slot; RegArray keeps them out of local memory.
+  RegArray<uint64_t, kSimpleReadyDepth> pendTail_{}, pendHead_{};
+  RegArray<uint32_t, kSimpleReadyDepth> doneBase_{};
   bool aborted_ = false;
 };
 

@@ -231,9 +231,10 @@ WEFT_DEV void reduceCopy(const Fn& fn, int tid, int nThreads, const void* src0, 
 }
 
 // reduceCopy as a function of its own (not inlined into the caller's loop, so its loops get every
-// register): one call per Simple slice costs little next to the slice's hundreds of KiB.
+// register): one call per Simple slice costs little next to the slice's hundreds of KiB. fn comes
+// by value: a reference would make the caller keep its whole Prims object in local memory.
 template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
-WEFT_DEV_NOINLINE void reduceCopyOutlined(const Fn& fn, int tid, int nThreads, const void* src0, const void* src1,
+WEFT_DEV_NOINLINE void reduceCopyOutlined(const Fn fn, int tid, int nThreads, const void* src0, const void* src1,
                                           void* dst0, void* dst1, int64_t n) {
   reduceCopy<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, nThreads, src0, src1, dst0, dst1, n);
 }
