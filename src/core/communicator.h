@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "device/abi.h"
+#include "enqueue/planner.h"
 #include "enqueue/redop.h"
 #include "enqueue/task.h"
 #include "enqueue/work_fifo.h"
@@ -88,6 +89,11 @@ struct ncclComm {
 
   // Enqueue state.
   std::vector<weft::enqueue::Task> tasks;  // queued in the current group
+  // What the planner needs of this communicator; fixed once it is initialized, so built at its
+  // first launch instead of at every one (enqueue/launch.cc).
+  weft::enqueue::PlanShape planShape;
+  bool planShapeReady = false;
+  weft::enqueue::ChoiceCache planChoices;  // the tuner's answers for planShape
   weft::enqueue::RedOpTable redOps;
   weft::runtime::Event lastLaunchEvent = nullptr;   // orders launches across user streams
   weft::runtime::Event joinEvent = nullptr;         // joins a group's other streams to the launch stream

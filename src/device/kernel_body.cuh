@@ -50,6 +50,10 @@ WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared
           arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
     }
   }
+  // Launched with programmatic dependence (NCCL_WEFT_PDL), the copy above overlapped the previous
+  // kernel's end; what follows reads state that kernel wrote (steps, the arrival counter).
+  arch::waitPreviousGrid();
+  arch::allowNextGrid();
   arch::initBlock();
   if (tid == 0) resetShared(smem.proto);
   arch::syncBlock();

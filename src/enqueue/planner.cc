@@ -251,7 +251,25 @@ void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint6
   *length = end - begin;
 }
 
+size_t ChoiceCache::slot(const Task& t) {
+  const uint64_t fields = (uint64_t)t.kind << 16 | (uint64_t)t.redOp << 8 | t.dataType;
+  const uint64_t h = (uint64_t)t.count * 0x9E3779B97F4A7C15ull ^ fields;
+  return (size_t)(h ^ h >> 29) % kEntries;
+}
+
+bool ChoiceCache::find(const Task& t, CollChoice* choice) const {
+  const Entry& e = entries_[slot(t)];
+  if (!e.used || e.kind != t.kind || e.redOp != t.redOp || e.dataType != t.dataType || e.count != t.count) return false;
+  *choice = e.choice;
+  return true;
+}
+
+void ChoiceCache::put(const Task& t, const CollChoice& choice) {
+  entries_[slot(t)] = Entry{true, t.kind, t.redOp, t.dataType, t.count, choice};
+}
+
 Status chooseCollective(const Task& t, const PlanShape& shape, CollChoice* choice) {
+  if (shape.choices && shape.choices->find(t, choice)) return ncclSuccess;
   const dev::Func func = deviceFunc(t.kind);
   WEFT_ASSERT(func != dev::kFuncSendRecv);
   WEFT_ASSERT(shape.nChannels >= 1 && shape.tuning.nRanks == shape.nRanks);
@@ -288,6 +306,7 @@ Status chooseCollective(const Task& t, const PlanShape& shape, CollChoice* choic
   } else {
     c.nChannels = std::clamp(tc.nChannels, lo, shape.nChannels);
   }
+  if (shape.choices) shape.choices->put(t, c);
   *choice = c;
   return ncclSuccess;
 }
@@ -302,6 +321,19 @@ Status estimateTasks(const std::vector<Task>& tasks, const PlanShape& shape, dou
   }
   *us = total;
   return ncclSuccess;
+}
+
+void takeLocalCopies(std::vector<Task>* tasks, int nRanks, std::vector<LocalCopy>* copies) {
+  if (nRanks != 1) return;
+  size_t kept = 0;
+  for (Task& t : *tasks) {
+    if (t.isP2p() || t.redOp == dev::kRedPreMulSum) {
+      (*tasks)[kept++] = t;
+      continue;
+    }
+    if (t.bytes() > 0 && t.sendBuff != t.recvBuff) copies->push_back({t.recvBuff, t.sendBuff, t.bytes()});
+  }
+  tasks->resize(kept);
 }
 
 Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::vector<PlannedLaunch>* launches) {

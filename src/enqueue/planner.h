@@ -16,6 +16,37 @@ namespace weft::enqueue {
 // Which (function, algorithm, protocol, reduction, type) combinations the kernels implement.
 using SupportFn = bool (*)(dev::Func, dev::Algo, dev::Proto, dev::RedOp, dev::DataType);
 
+// What the planner runs one collective with.
+struct CollChoice {
+  int algo = dev::kAlgoRing;
+  int proto = dev::kProtoSimple;
+  int nChannels = 1;
+  double timeUs = 0;  // the model's estimate for the pair (at the model's channel count)
+  bool twoShot = false;  // Direct AllReduce: two-shot (DevWork flag kWorkFlagTwoShot)
+};
+
+// chooseCollective's answers, remembered per (kind, reduction, type, count): for one
+// communicator nothing else goes into them, and working the tuning model out again costs about a
+// microsecond per call. Direct-mapped; a communicator owns one (PlanShape::choices).
+class ChoiceCache {
+ public:
+  bool find(const Task& t, CollChoice* choice) const;
+  void put(const Task& t, const CollChoice& choice);
+
+ private:
+  struct Entry {
+    bool used = false;
+    TaskKind kind = TaskKind::kAllReduce;
+    dev::RedOp redOp = dev::kRedSum;
+    dev::DataType dataType = dev::kUint8;
+    size_t count = 0;
+    CollChoice choice;
+  };
+  static constexpr size_t kEntries = 64;
+  static size_t slot(const Task& t);
+  Entry entries_[kEntries];
+};
+
 // What the planner knows about the communicator.
 struct PlanShape {
   int rank = 0;
@@ -47,6 +78,9 @@ struct PlanShape {
   // nChannels .. nChannels + copyLanes - 1, which have no connections. The copies then run beside
   // the transfers to peers instead of before them (AlltoAll's own block). 0: copies use the channels.
   int copyLanes = 0;
+  // Where chooseCollective remembers its answers for this shape (null: it works each one out).
+  // Only valid while every other field stays as it was when the answers were stored.
+  ChoiceCache* choices = nullptr;
 };
 
 // One kernel launch: block b serves channel `channels[b]` and runs works[b] in order. Every
@@ -62,15 +96,6 @@ struct PlannedLaunch {
 // dev::kSpecialNone when its items are not all of one such kind.
 int specialKernelOfLaunch(const PlannedLaunch& launch);
 
-// What the planner runs one collective with.
-struct CollChoice {
-  int algo = dev::kAlgoRing;
-  int proto = dev::kProtoSimple;
-  int nChannels = 1;
-  double timeUs = 0;  // the model's estimate for the pair (at the model's channel count)
-  bool twoShot = false;  // Direct AllReduce: two-shot (DevWork flag kWorkFlagTwoShot)
-};
-
 // Picks (algorithm, protocol, channels) for a collective task with the tuning model: the fastest
 // pair that the kernels implement for its reduction and type and that NCCL_ALGO/NCCL_PROTO
 // allow; channels as the model says, within [minCollChannels, nChannels] (Direct: within
@@ -83,6 +108,18 @@ struct CollChoice {
 // computes alike, so that matching sends and receives meet without deadlock. Consecutive work of
 // one protocol shares launches; a change of protocol starts a new launch, so launches run the
 // tasks in call order.
+// One rank: a collective whose result is its input (a reduction over one rank returns that rank's
+// value; only a user PreMulSum scales it) needs no kernel. Such tasks leave *tasks and become
+// device-to-device copies, which the launch runs as cudaMemcpyAsync, as NCCL does (in a CUDA
+// graph, 2xH200: 5.4 us per 8-byte all_reduce with weft's kernel against NCCL's 0.95 us). In-place
+// and empty ones become nothing. Task order is kept among the tasks that stay.
+struct LocalCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+void takeLocalCopies(std::vector<Task>* tasks, int nRanks, std::vector<LocalCopy>* copies);
+
 [[nodiscard]] Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape,
                                std::vector<PlannedLaunch>* launches);
 

@@ -360,7 +360,26 @@ Status streamCaptureInfo(Stream stream, CaptureInfo* out) {
 
 // ---- Kernels and host functions --------------------------------------------------------------
 
-Status launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t smemBytes, Stream stream) {
+Status launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t smemBytes, Stream stream,
+                    bool overlapPrevious) {
+#if !defined(WEFT_GPU_HIP)
+  if (overlapPrevious) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute attribute = {};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    WEFT_CUDA_TRY(cudaLaunchKernelExC(&config, func, args));
+    return ncclSuccess;
+  }
+#else
+  (void)overlapPrevious;
+#endif
   WEFT_CUDA_TRY(cudaLaunchKernel(func, grid, block, args, smemBytes, stream));
   return ncclSuccess;
 }

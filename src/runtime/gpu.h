@@ -109,8 +109,10 @@ struct CaptureInfo {
 // ---------------------------------------------------------------------------------------------
 // Kernels and host functions
 
+// overlapPrevious: programmatic dependent launch where the GPU has it (the kernel must call
+// griddepcontrol.wait before it reads what earlier work of the stream wrote).
 [[nodiscard]] Status launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t smemBytes,
-                                  Stream stream);
+                                  Stream stream, bool overlapPrevious = false);
 // Allows `func` to be launched with up to `bytes` of dynamic shared memory (beyond the 48 KiB default).
 [[nodiscard]] Status funcSetMaxDynamicSmem(const void* func, int bytes);
 // Runs fn(arg) on a runtime thread once the stream's earlier work is done; fn must not call CUDA.

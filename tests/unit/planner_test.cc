@@ -64,6 +64,72 @@ TEST(Planner, ZeroCountProducesNoWork) {
   EXPECT_TRUE(launches.empty());
 }
 
+TEST(Planner, OneRankCollectivesBecomeCopiesExceptUserScaling) {
+  Task inPlace = allReduce(64, dev::kFloat32);
+  inPlace.recvBuff = const_cast<void*>(inPlace.sendBuff);
+  Task scaled = allReduce(16, dev::kFloat32);
+  scaled.redOp = dev::kRedPreMulSum;
+  Task gather = test::collTask(TaskKind::kAllGather, 10, dev::kFloat64);
+  Task intAvg = test::collTask(TaskKind::kReduceScatter, 3, dev::kInt32);
+  intAvg.redOp = dev::kRedSumPostDiv;  // divides by 1
+  const Task send = p2p(TaskKind::kSend, 0, 8), recv = p2p(TaskKind::kRecv, 0, 8);
+  const std::vector<Task> all = {allReduce(0, dev::kInt8), inPlace, scaled, send, gather, recv, intAvg};
+
+  std::vector<Task> tasks = all;
+  std::vector<LocalCopy> copies;
+  takeLocalCopies(&tasks, 1, &copies);
+  ASSERT_EQ(tasks.size(), 3u);  // the PreMulSum and the point-to-point pair stay, in order
+  EXPECT_EQ(tasks[0].redOp, dev::kRedPreMulSum);
+  EXPECT_EQ(tasks[1].kind, TaskKind::kSend);
+  EXPECT_EQ(tasks[2].kind, TaskKind::kRecv);
+  ASSERT_EQ(copies.size(), 2u);  // empty and in-place ones are nothing
+  EXPECT_EQ(copies[0].dst, gather.recvBuff);
+  EXPECT_EQ(copies[0].src, gather.sendBuff);
+  EXPECT_EQ(copies[0].bytes, 80u);
+  EXPECT_EQ(copies[1].bytes, 12u);
+
+  tasks = all;  // with peers every task needs the kernel
+  copies.clear();
+  takeLocalCopies(&tasks, 2, &copies);
+  EXPECT_EQ(tasks.size(), all.size());
+  EXPECT_TRUE(copies.empty());
+}
+
+TEST(Planner, RemembersTheTunersAnswerPerKindOpTypeAndCount) {
+  PlanShape s = test::uniformShape(0, 2, 8, 8);
+  ChoiceCache cache;
+  s.choices = &cache;
+  const Task big = allReduce(1 << 24, dev::kFloat32);
+  CollChoice worked, remembered;
+  ASSERT_EQ(chooseCollective(big, s, &worked), ncclSuccess);
+  ASSERT_TRUE(cache.find(big, &remembered));
+  EXPECT_EQ(remembered.algo, worked.algo);
+  EXPECT_EQ(remembered.nChannels, worked.nChannels);
+
+  // A stored answer is used as it is: the planner must not work it out again.
+  CollChoice planted = worked;
+  planted.nChannels = 3;
+  cache.put(big, planted);
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks({big}, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].channels.size(), 3u);
+
+  // Anything else about the call is another entry.
+  Task other = big;
+  other.count += 1;
+  EXPECT_FALSE(cache.find(other, &remembered));
+  other = big;
+  other.redOp = dev::kRedMax;
+  EXPECT_FALSE(cache.find(other, &remembered));
+  other = big;
+  other.dataType = dev::kFloat16;
+  EXPECT_FALSE(cache.find(other, &remembered));
+  other = big;
+  other.kind = TaskKind::kReduceScatter;
+  EXPECT_FALSE(cache.find(other, &remembered));
+}
+
 TEST(Planner, ManyTasksAreCutIntoSeveralLaunchesKeepingOrder) {
   PlanShape s = ringShape(0, 2, 1);
   std::vector<Task> tasks;

@@ -214,6 +214,21 @@ WEFT_DEV void redAddReleaseCtaShared(uint32_t* p, uint32_t v) {
 // hardware). Every thread calls it before the kernel's first syncBlock().
 WEFT_DEV void initBlock() {}
 
+// Programmatic dependent launch (sm_90): a kernel launched with it may start while the previous
+// kernel of its stream still runs. waitPreviousGrid() returns once that kernel has completed and
+// its memory is visible; allowNextGrid() lets the stream's next such kernel start. No-ops for a
+// kernel launched without it, and before sm_90.
+WEFT_DEV void waitPreviousGrid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+WEFT_DEV void allowNextGrid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 WEFT_DEV void syncBlock() { __syncthreads(); }
 WEFT_DEV void syncWarp() { __syncwarp(); }
 

@@ -227,6 +227,10 @@ WEFT_DEV NamedBarrierState& namedBarriers() {
   return state;
 }
 
+// No programmatic dependent launch on AMD: the launch is always ordered after the previous kernel.
+WEFT_DEV void waitPreviousGrid() {}
+WEFT_DEV void allowNextGrid() {}
+
 // Called by every thread at kernel start, before the first syncBlock().
 WEFT_DEV void initBlock() {
   NamedBarrierState& s = namedBarriers();

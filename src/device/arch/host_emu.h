@@ -90,6 +90,8 @@ inline int threadId() { return (int)threadIdx.x; }
 inline int laneId() { return (int)threadIdx.x & (kWarpSize - 1); }
 inline int warpId() { return (int)threadIdx.x / kWarpSize; }
 inline void initBlock() {}
+inline void waitPreviousGrid() {}
+inline void allowNextGrid() {}
 inline void syncWarp(int site = __builtin_LINE()) {
   threadIdx.warpSyncs++;
   threadIdx.block->warps[warpId()].arrive(kWarpSize, true, threadIdx.warpSyncs, site);
