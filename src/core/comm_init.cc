@@ -31,6 +31,8 @@ const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
 const param::IntParam kMaxChannels{"NCCL_MAX_NCHANNELS", -2};
 const param::IntParam kDefaultChannels{"NCCL_WEFT_NCHANNELS", 16};
 const param::IntParam kP2pChannels{"NCCL_WEFT_P2P_NCHANNELS", 4};
+// Channels with Simple-only connections between every pair of ranks (-1: simpleP2pChannelsFor).
+const param::IntParam kSimpleP2pChannels{"NCCL_WEFT_P2P_SIMPLE_NCHANNELS", -1};
 // Data warps of a SendRecv item's send part when it also receives: sending pushes over the link,
 // receiving copies locally (faster), so the send side gets more than half.
 const param::IntParam kP2pSendWarps{"NCCL_WEFT_P2P_SEND_WARPS", 0};
@@ -246,10 +248,11 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     WEFT_TRY(buildCommTopology(comm, lo, hi));
   }
   comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
+  comm->simpleP2pChannels = transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
   setupTuning(comm, userLo);
-  comm->connPlan = transport::planConnections(rank, comm->rings, comm->p2pChannels, comm->connectedTrees());
+  comm->connPlan = comm->connectionPlanOf(rank);
   comm->protoStepBytes[dev::kProtoSimple] = comm->stepBytes;
   comm->protoStepBytes[dev::kProtoLL] = transport::protoStepBytes(dev::kProtoLL, kLLBuffSize.get());
   comm->protoStepBytes[dev::kProtoLL128] = transport::protoStepBytes(dev::kProtoLL128, kLL128BuffSize.get());

@@ -57,7 +57,8 @@ struct ncclComm {
 
   // Channels: rings[c] is channel c's ring order; connections follow connPlan.
   int nChannels = 0;
-  int p2pChannels = 0;  // channels on which every pair of ranks is connected
+  int p2pChannels = 0;        // channels on which every pair of ranks is connected (all protocols)
+  int simpleP2pChannels = 0;  // channels on which every pair is connected for Simple point-to-point
   std::vector<std::vector<int>> rings;
   // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only
   // when the Tree algorithm may run: see treesConnected.
@@ -68,6 +69,10 @@ struct ncclComm {
     return treesConnected ? trees : kNone;
   }
   weft::transport::ConnectionPlan connPlan;
+  // The connection plan of any rank (connPlan is this rank's): every rank derives it alike.
+  weft::transport::ConnectionPlan connectionPlanOf(int r) const {
+    return weft::transport::planConnections(r, rings, p2pChannels, connectedTrees(), simpleP2pChannels);
+  }
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;                                 // Simple (== protoStepBytes[kProtoSimple])
   int protoStepBytes[weft::dev::kNumProtos] = {};     // ConnInfo.stepBytes of every connection

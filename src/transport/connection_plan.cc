@@ -8,35 +8,46 @@ namespace weft::transport {
 
 namespace {
 
-// Rank `rank`'s send (sendOn[c][p]) and, when recvOn is given, receive connections.
+// Rank `rank`'s send connections (sendOn[c][p]; sendFull: those with every protocol's buffers)
+// and, when recvOn is given, its receive connections (recvSimpleOnly: those with Simple only).
 void connectionsOf(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels,
-                   const std::vector<std::vector<TreePeers>>& trees, std::vector<std::vector<bool>>* sendOn,
-                   std::vector<std::vector<bool>>* recvOn) {
+                   const std::vector<std::vector<TreePeers>>& trees, int simpleChannels,
+                   std::vector<std::vector<bool>>* sendOn, std::vector<std::vector<bool>>* sendFull,
+                   std::vector<std::vector<bool>>* recvOn, std::vector<std::vector<bool>>* recvSimpleOnly) {
   const int nChannels = (int)rings.size();
   const int n = rings.empty() ? 1 : (int)rings[0].size();
   sendOn->assign(nChannels, std::vector<bool>(n, false));
-  if (recvOn) recvOn->assign(nChannels, std::vector<bool>(n, false));
+  sendFull->assign(nChannels, std::vector<bool>(n, false));
+  std::vector<std::vector<bool>> recvFull(nChannels, std::vector<bool>(n, false));
   for (int c = 0; c < nChannels; ++c) {
     const std::vector<int>& ring = rings[c];
     int pos = (int)(std::find(ring.begin(), ring.end(), rank) - ring.begin());
     int next = ring[(pos + 1) % n];
     int prev = ring[(pos + n - 1) % n];
-    if (next != rank) (*sendOn)[c][next] = true;
-    if (recvOn && prev != rank) (*recvOn)[c][prev] = true;
+    if (next != rank) (*sendFull)[c][next] = true;
+    if (prev != rank) recvFull[c][prev] = true;
     if (c < (int)trees.size() && rank < (int)trees[c].size()) {
       const TreePeers& t = trees[c][rank];
       for (int peer : {t.up, t.down[0], t.down[1], t.down[2]}) {
         if (peer < 0 || peer >= n || peer == rank) continue;
-        (*sendOn)[c][peer] = true;
-        if (recvOn) (*recvOn)[c][peer] = true;
+        (*sendFull)[c][peer] = true;
+        recvFull[c][peer] = true;
       }
     }
-    if (c < p2pChannels) {
-      for (int p = 0; p < n; ++p) {
-        if (p == rank) continue;
-        (*sendOn)[c][p] = true;
-        if (recvOn) (*recvOn)[c][p] = true;
-      }
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      if (c < p2pChannels) (*sendFull)[c][p] = recvFull[c][p] = true;
+      (*sendOn)[c][p] = (*sendFull)[c][p] || c < simpleChannels;
+    }
+  }
+  if (!recvOn) return;
+  recvOn->assign(nChannels, std::vector<bool>(n, false));
+  recvSimpleOnly->assign(nChannels, std::vector<bool>(n, false));
+  for (int c = 0; c < nChannels; ++c) {
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      (*recvOn)[c][p] = recvFull[c][p] || c < simpleChannels;
+      (*recvSimpleOnly)[c][p] = !recvFull[c][p] && c < simpleChannels;
     }
   }
 }
@@ -44,24 +55,27 @@ void connectionsOf(int rank, const std::vector<std::vector<int>>& rings, int p2p
 }  // namespace
 
 ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels,
-                               const std::vector<std::vector<TreePeers>>& trees) {
+                               const std::vector<std::vector<TreePeers>>& trees, int simpleChannels) {
   ConnectionPlan plan;
   plan.rank = rank;
   plan.nChannels = (int)rings.size();
   plan.nRanks = rings.empty() ? 1 : (int)rings[0].size();
-  connectionsOf(rank, rings, p2pChannels, trees, &plan.sendOn, &plan.recvOn);
-  // A channel is a full mesh when every rank sends to every other rank on it (each such send is
-  // the peer's receive). Direct only serves small communicators: skip the n^2 check beyond.
+  std::vector<std::vector<bool>> ownFull;
+  connectionsOf(rank, rings, p2pChannels, trees, simpleChannels, &plan.sendOn, &ownFull, &plan.recvOn,
+                &plan.recvSimpleOnly);
+  // A channel is a full mesh when every rank sends to every other rank on it with every
+  // protocol's buffers (each such send is the peer's receive). Direct only serves small
+  // communicators: skip the n^2 check beyond.
   const int n = plan.nRanks;
   if (n >= 2 && n <= dev::kDirectMaxRanks) {
     std::vector<bool> mesh(plan.nChannels, true);
-    std::vector<std::vector<bool>> sendOn;
+    std::vector<std::vector<bool>> sendOn, sendFull;
     for (int r = 0; r < n; ++r) {
-      if (r == rank) sendOn = plan.sendOn;
-      else connectionsOf(r, rings, p2pChannels, trees, &sendOn, nullptr);
+      if (r == rank) sendFull = ownFull;
+      else connectionsOf(r, rings, p2pChannels, trees, simpleChannels, &sendOn, &sendFull, nullptr, nullptr);
       for (int c = 0; c < plan.nChannels; ++c)
         for (int p = 0; p < n; ++p)
-          if (p != r && !sendOn[c][p]) mesh[c] = false;
+          if (p != r && !sendFull[c][p]) mesh[c] = false;
     }
     for (int c = 0; c < plan.nChannels; ++c)
       if (mesh[c]) plan.meshChannels.push_back(c);
@@ -89,6 +103,13 @@ int ConnectionPlan::recvConnectionCount() const {
   int n = 0;
   for (const auto& row : recvOn) n += (int)std::count(row.begin(), row.end(), true);
   return n;
+}
+
+int simpleP2pChannelsFor(int nChannels, int nRanks, int64_t setting) {
+  constexpr int kPerPeerChannels = 24, kConnectionBudget = 96;
+  if (setting >= 0) return (int)std::min<int64_t>(setting, nChannels);
+  if (nRanks <= 1) return 0;
+  return std::min(nChannels, std::min(kPerPeerChannels, kConnectionBudget / (nRanks - 1)));
 }
 
 }  // namespace weft::transport

@@ -74,3 +74,42 @@ TEST(ConnLayout, StepSizesFollowTheBufferSettingsWithinTheDeviceBounds) {
     EXPECT_TRUE(ll128StepBytesValid(protoStepBytes(kProtoLL128, b))) << b;
   }
 }
+
+TEST(ConnLayout, SimpleOnlyConnectionsHoldOnlySimpleSlotsAndPeersAgreeOnTheirPlace) {
+  int steps[weft::dev::kNumProtos];
+  for (int p = 0; p < weft::dev::kNumProtos; ++p) steps[p] = protoStepBytes(p, 0);
+  const int n = 4, channels = 6;
+  std::vector<std::vector<int>> rings(channels, {0, 1, 2, 3});
+  std::reverse(rings[5].begin(), rings[5].end());
+  ConnLayout layout = ConnLayout::forSteps(channels, n, steps);
+  EXPECT_EQ(layout.simpleOnlyBytes, (size_t)weft::dev::kSteps * steps[weft::dev::kProtoSimple]);
+  for (int r = 0; r < n; ++r) {
+    ConnectionPlan plan = planConnections(r, rings, 1, {}, 4);
+    // Byte ranges of every receive buffer: disjoint, inside the allocation, sized by kind.
+    std::vector<std::pair<size_t, size_t>> ranges;
+    int simpleOnly = 0;
+    for (int c = 0; c < channels; ++c) {
+      for (int p = 0; p < n; ++p) {
+        if (!plan.recvOn[c][p]) continue;
+        const size_t off = layout.recvBuffer(plan, c, p), len = layout.bufferBytesOf(plan, c, p);
+        EXPECT_EQ(off % kBufferAlign, 0u);
+        ranges.push_back({off, off + len});
+        if (plan.recvSimpleOnly[c][p]) {
+          ++simpleOnly;
+          EXPECT_EQ(len, layout.simpleOnlyBytes);
+          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoSimple), 0u);
+          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoLL), (size_t)-1);
+          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoLL128), (size_t)-1);
+        } else {
+          EXPECT_EQ(len, layout.bufferBytes);
+          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoLL), layout.protoOffset[weft::dev::kProtoLL]);
+        }
+      }
+    }
+    EXPECT_GT(simpleOnly, 0) << "rank " << r;
+    std::sort(ranges.begin(), ranges.end());
+    EXPECT_GE(ranges.front().first, layout.countersBytes());
+    for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "overlap, rank " << r;
+    EXPECT_EQ(ranges.back().second, layout.totalBytes(plan));
+  }
+}

@@ -37,19 +37,28 @@ ConnLayout ConnLayout::forSteps(int nChannels, int nRanks, const int stepBytes[d
     off += ((size_t)dev::kSteps * (size_t)stepBytes[p] + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
   }
   l.bufferBytes = off;
+  l.simpleOnlyBytes = off - l.protoOffset[dev::kProtoSimple];  // Simple comes last
   return l;
 }
 
 size_t ConnLayout::recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const {
-  size_t index = 0;
+  size_t off = buffersStart();
   for (int c = 0; c < receiverPlan.nChannels; ++c) {
     for (int p = 0; p < receiverPlan.nRanks; ++p) {
       if (!receiverPlan.recvOn[c][p]) continue;
-      if (c == channel && p == sender) return buffersStart() + index * bufferBytes;
-      ++index;
+      if (c == channel && p == sender) return off;
+      off += bufferBytesOf(receiverPlan, c, p);
     }
   }
   return (size_t)-1;
+}
+
+size_t ConnLayout::totalBytes(const ConnectionPlan& plan) const {
+  size_t off = buffersStart();
+  for (int c = 0; c < plan.nChannels; ++c)
+    for (int p = 0; p < plan.nRanks; ++p)
+      if (plan.recvOn[c][p]) off += bufferBytesOf(plan, c, p);
+  return off;
 }
 
 }  // namespace weft::transport

@@ -33,6 +33,8 @@ struct ConnLayout {
   size_t bufferBytes = 0;  // staging buffer per receive connection (all protocols together)
   // Where each protocol's kSteps slots start inside a connection's buffer (4096-aligned).
   size_t protoOffset[dev::kNumProtos] = {};
+  // Staging buffer of a Simple-only connection (ConnectionPlan::recvSimpleOnly): Simple slots at 0.
+  size_t simpleOnlyBytes = 0;
 
   // The layout for these step sizes: LL, then LL128, then Simple, each kSteps steps.
   static ConnLayout forSteps(int nChannels, int nRanks, const int stepBytes[dev::kNumProtos]);
@@ -42,12 +44,19 @@ struct ConnLayout {
     return ((size_t)channel * nRanks + peer) * kCounterBlockBytes;
   }
   size_t buffersStart() const { return (countersBytes() + kBufferAlign - 1) / kBufferAlign * kBufferAlign; }
-  // Offset of the staging buffer for the receive connection (channel, from `sender`) in the memory
-  // of the rank whose plan is `receiverPlan`; the connection must exist in that plan.
-  size_t recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const;
-  size_t totalBytes(const ConnectionPlan& plan) const {
-    return buffersStart() + (size_t)plan.recvConnectionCount() * bufferBytes;
+  // Size of the staging buffer of the receive connection (channel, from `sender`) in `plan`.
+  size_t bufferBytesOf(const ConnectionPlan& plan, int channel, int sender) const {
+    return plan.recvSimpleOnly[channel][sender] ? simpleOnlyBytes : bufferBytes;
   }
+  // Offset of protocol `proto`'s slots inside that buffer; -1 when it has none.
+  size_t protoOffsetOf(const ConnectionPlan& plan, int channel, int sender, int proto) const {
+    if (!plan.recvSimpleOnly[channel][sender]) return protoOffset[proto];
+    return proto == dev::kProtoSimple ? 0 : (size_t)-1;
+  }
+  // Offset of the staging buffer for the receive connection (channel, from `sender`) in the memory
+  // of the rank whose plan is `receiverPlan`; -1 when that plan has no such connection.
+  size_t recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const;
+  size_t totalBytes(const ConnectionPlan& plan) const;
 };
 
 }  // namespace weft::transport

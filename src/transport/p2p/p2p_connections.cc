@@ -133,6 +133,10 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
 void P2pConnections::buildDevPeers(const ncclComm* comm) {
   const int me = comm->rank;
   char* local = (char*)local_.ptr();
+  // Each peer's plan says where its receive buffers are (and which of them are Simple-only).
+  std::vector<ConnectionPlan> peerPlans(comm->nRanks);
+  for (int p = 0; p < comm->nRanks; ++p)
+    if (p != me) peerPlans[p] = comm->connectionPlanOf(p);
   devPeers_.assign(comm->nChannels, std::vector<dev::DevPeer>(comm->nRanks));
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
@@ -140,10 +144,11 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
       memset(&dp, 0, sizeof(dp));
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
-        ConnectionPlan peerPlan = planConnections(p, comm->rings, comm->p2pChannels, comm->connectedTrees());
+        const ConnectionPlan& peerPlan = peerPlans[p];
         char* buf = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me);
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          dp.send.buffs[proto] = buf + layout_.protoOffset[proto];
+          const size_t off = layout_.protoOffsetOf(peerPlan, c, me, proto);
+          dp.send.buffs[proto] = off == (size_t)-1 ? nullptr : buf + off;
           dp.send.stepBytes[proto] = comm->protoStepBytes[proto];
         }
         dp.send.tail = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);
@@ -152,7 +157,8 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
       if (comm->connPlan.recvOn[c][p]) {
         char* buf = local + layout_.recvBuffer(comm->connPlan, c, p);
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          dp.recv.buffs[proto] = buf + layout_.protoOffset[proto];
+          const size_t off = layout_.protoOffsetOf(comm->connPlan, c, p, proto);
+          dp.recv.buffs[proto] = off == (size_t)-1 ? nullptr : buf + off;
           dp.recv.stepBytes[proto] = comm->protoStepBytes[proto];
         }
         dp.recv.tail = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kTailOffset);
