@@ -143,10 +143,14 @@ def child_main(args):
     dist.all_gather_into_tensor(out, mine)
     check("all_gather_into_tensor int32",
           out, torch.cat([torch.arange(m, dtype=torch.int32) + r * 1_000_000 for r in range(world)]))
-    big = (torch.arange(world * m, device=dev) % 251).to(torch.float16) * (rank + 1)
+    # Every partial sum, in whatever order the ranks add, stays an integer below 2048, which float16
+    # holds exactly: then the result is exact on any number of ranks.
+    tri = world * (world + 1) // 2
+    span = max(2, 2048 // tri)
+    big = (torch.arange(world * m, device=dev) % span).to(torch.float16) * (rank + 1)
     part = torch.empty(m, device=dev, dtype=torch.float16)
     dist.reduce_scatter_tensor(part, big)
-    want_rs = ((torch.arange(world * m) % 251).double() * (world * (world + 1) // 2))[rank * m:(rank + 1) * m]
+    want_rs = ((torch.arange(world * m) % span).double() * tri)[rank * m:(rank + 1) * m]
     check("reduce_scatter_tensor sum float16", part, want_rs.to(torch.float16))
     a2a_in = torch.arange(world * m, device=dev, dtype=torch.int64) + rank * 10_000_000
     a2a_out = torch.empty_like(a2a_in)
