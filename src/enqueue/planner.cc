@@ -115,6 +115,32 @@ int usedP2pChannels(const std::vector<int>& set, const PlanShape& shape) {
   return shape.p2pMaxChannels > 0 ? std::min(n, shape.p2pMaxChannels) : n;
 }
 
+// Which channels of a peer's set (its first `cap`) carry a transfer of `bytes` bytes to or from
+// the rank `distance` places away: `used` of them from position `start` on (mod cap). Both ends
+// of a transfer see the same set, distance and bytes, hence the same channels.
+struct P2pWindow {
+  int cap = 0, start = 0, used = 0;
+  // Position of the piece that channel `c` carries, or -1 when it carries none.
+  int pieceOn(const std::vector<int>& set, int c) const {
+    const int pos = indexIn(set, c);
+    if (pos < 0 || pos >= cap) return -1;
+    const int k = (pos - start + cap) % cap;
+    return k < used ? k : -1;
+  }
+};
+
+P2pWindow p2pWindowOf(const std::vector<int>& set, uint64_t bytes, int distance, const PlanShape& shape) {
+  P2pWindow w;
+  w.cap = usedP2pChannels(set, shape);
+  w.used = w.cap;
+  if (shape.p2pChannelBytes == 0 || shape.nRanks <= 2 || w.cap == 0) return w;
+  const int least = std::max(1, w.cap / (shape.nRanks - 1));
+  const uint64_t wanted = (bytes + shape.p2pChannelBytes - 1) / shape.p2pChannelBytes;
+  w.used = (int)std::clamp<uint64_t>(wanted, (uint64_t)least, (uint64_t)w.cap);
+  w.start = (int)((int64_t)(distance - 1) * w.cap / (shape.nRanks - 1) % w.cap);
+  return w;
+}
+
 // A send/receive pair to self: a local copy of the send's bytes into the receive's buffer, spread
 // over the copy lanes (or the channels when there are none); no peer sees it.
 void planSelfCopy(const Task& s, const Task& r, const PlanShape& shape, ChannelWorks* perChannel) {
@@ -172,13 +198,13 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
       const std::vector<int>& recvSet = shape.recvChannels[recvPeer];
       WEFT_ASSERT(!s || !sendSet.empty());
       WEFT_ASSERT(!r || !recvSet.empty());
-      // The first nSend/nRecv channels of each set; the peer caps its set for us alike.
-      const int nSend = usedP2pChannels(sendSet, shape), nRecv = usedP2pChannels(recvSet, shape);
+      // Each direction's window of its set; the peer computes the same one for its end.
+      const P2pWindow sendWin = p2pWindowOf(sendSet, s ? s->bytes() : 0, d, shape);
+      const P2pWindow recvWin = p2pWindowOf(recvSet, r ? r->bytes() : 0, d, shape);
+      const int nSend = sendWin.used, nRecv = recvWin.used;
       for (int c = 0; c < shape.nChannels; ++c) {
-        int si = s ? indexIn(sendSet, c) : -1;
-        int ri = r ? indexIn(recvSet, c) : -1;
-        if (si >= nSend) si = -1;
-        if (ri >= nRecv) ri = -1;
+        const int si = s ? sendWin.pieceOn(sendSet, c) : -1;
+        const int ri = r ? recvWin.pieceOn(recvSet, c) : -1;
         if (si < 0 && ri < 0) continue;
         const Task* any = s && si >= 0 ? s : r;
         dev::DevWork w = baseWork(*any, shape);

@@ -70,6 +70,12 @@ struct PlanShape {
   // Point-to-point traffic to or from one peer uses at most the first p2pMaxChannels channels of
   // its set (0: all of them). Every rank must pass the same value.
   int p2pMaxChannels = 0;
+  // A transfer to or from one peer smaller than p2pChannelBytes per channel uses fewer channels,
+  // down to 1/(nRanks-1) of them, each peer distance starting at another place in the set, so that
+  // the peers of an all-to-all move side by side instead of one after another on every channel
+  // (p2pChannelsOf). 0: every transfer uses all p2pMaxChannels channels. Every rank must pass
+  // the same value.
+  size_t p2pChannelBytes = 0;
   // Channels on which EVERY rank has connections to and from every other rank (the same list on
   // all ranks; transport::ConnectionPlan::meshChannels), in increasing order: where the Direct
   // algorithm may run. Empty: no Direct.

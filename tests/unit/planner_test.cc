@@ -160,14 +160,18 @@ TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {
       tasks[b].push_back(p2p(TaskKind::kRecv, a, bytes));
     }
   }
-  // Every channel of a pair's set, then at most 2 of them (PlanShape::p2pMaxChannels).
-  for (int cap : {0, 2}) {
+  // Every channel of a pair's set, then at most 2 of them (PlanShape::p2pMaxChannels); every
+  // transfer on all of them, then fewer for small transfers (PlanShape::p2pChannelBytes).
+  for (int test = 0; test < 4; ++test) {
+    const int cap = test % 2 ? 2 : 0;
+    const size_t channelBytes = test / 2 ? 256 : 0;
     // (channel, from, to) -> ordered list of (offset, length) seen by the sender / receiver
     std::map<std::tuple<int, int, int>, std::vector<std::pair<uint64_t, uint64_t>>> sent, received;
     for (int r = 0; r < n; ++r) {
       std::vector<PlannedLaunch> launches;
       PlanShape shape = ringShape(r, n, nChannels);
       shape.p2pMaxChannels = cap;
+      shape.p2pChannelBytes = channelBytes;
       ASSERT_EQ(planTasks(tasks[r], shape, &launches), ncclSuccess);
       for (auto& l : launches) {
         for (size_t b = 0; b < l.channels.size(); ++b) {
@@ -180,7 +184,7 @@ TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {
       }
     }
     EXPECT_FALSE(sent.empty());
-    EXPECT_EQ(sent, received) << "cap " << cap;
+    EXPECT_EQ(sent, received) << "cap " << cap << " channel bytes " << channelBytes;
     std::map<std::pair<int, int>, std::set<int>> pairChannels;  // (from, to) -> channels used
     for (const auto& e : sent) pairChannels[{std::get<1>(e.first), std::get<2>(e.first)}].insert(std::get<0>(e.first));
     for (const auto& e : pairChannels) {
@@ -188,6 +192,40 @@ TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {
       EXPECT_LE((int)e.second.size(), cap > 0 ? cap : nChannels) << e.first.first << "->" << e.first.second;
     }
   }
+}
+
+// An all-to-all among 4 ranks on 24 point-to-point channels: a small one gives each peer distance
+// its own 8 channels, so that the three transfers run side by side; a large one spreads every
+// transfer over all 24. Two ranks always use every channel.
+TEST(Planner, SmallAllToAllGivesEachPeerItsOwnChannels) {
+  auto channelsPerPeer = [](int nRanks, size_t bytes) {
+    PlanShape s = test::uniformShape(0, nRanks, 32, 24);
+    s.p2pChannelBytes = 128 << 10;
+    std::vector<Task> tasks;
+    for (int p = 1; p < nRanks; ++p) {
+      tasks.push_back(p2p(TaskKind::kSend, p, bytes));
+      tasks.push_back(p2p(TaskKind::kRecv, p, bytes));
+    }
+    std::vector<PlannedLaunch> launches;
+    EXPECT_EQ(planTasks(tasks, s, &launches), ncclSuccess);
+    std::map<int, std::set<int>> used;  // send peer -> channels
+    for (auto& l : launches)
+      for (size_t b = 0; b < l.channels.size(); ++b)
+        for (auto& w : l.works[b])
+          if (w.sendPeer >= 0) used[w.sendPeer].insert(l.channels[b]);
+    return used;
+  };
+  auto small = channelsPerPeer(4, 512 << 10);
+  ASSERT_EQ(small.size(), 3u);
+  EXPECT_EQ(small[1], (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(small[2], (std::set<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(small[3], (std::set<int>{16, 17, 18, 19, 20, 21, 22, 23}));
+  auto mid = channelsPerPeer(4, 2 << 20);  // 16 channels from 0, 8 and 16 (mod 24)
+  EXPECT_EQ(mid[2].size(), 16u);
+  EXPECT_TRUE(mid[2].count(23) && mid[2].count(8) && !mid[2].count(7));
+  auto large = channelsPerPeer(4, 16 << 20);
+  for (int p = 1; p < 4; ++p) EXPECT_EQ(large[p].size(), 24u) << p;
+  EXPECT_EQ(channelsPerPeer(2, 4096)[1].size(), 24u);
 }
 
 // (ranks, channels): issue 6 asks for 3 to 64 ranks without the 4- and 8-GPU machines.
