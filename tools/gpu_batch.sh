@@ -159,6 +159,8 @@ clients() {
   timeout 60 $B/tests/gpu/iree_style_test -g $NG > $L/iree.log 2>&1; echo "iree rc=$?"
   timeout 200 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft --world $NG > $L/torch.log 2>&1
   echo "torch rc=$?"; tail -2 $L/torch.log
+  timeout 150 python3 tests/gpu/settings_mismatch_test.py --lib $B/libnccl.so.2 > $L/mismatch.log 2>&1
+  echo "settings mismatch rc=$?"; grep -E "^(FAIL|PASS mismatch rank 0)" $L/mismatch.log | head -3
 }
 
 # The end state: latency (PDL on and off), host time per call, every sweep, busbw against NCCL.

@@ -59,6 +59,8 @@ struct ncclComm {
   int nChannels = 0;
   int p2pChannels = 0;        // channels on which every pair of ranks is connected (all protocols)
   int simpleP2pChannels = 0;  // channels on which every pair is connected for Simple point-to-point
+  int p2pMaxChannels = 0;     // enqueue::PlanShape::p2pMaxChannels
+  size_t p2pChannelBytes = 0; // enqueue::PlanShape::p2pChannelBytes
   std::vector<std::vector<int>> rings;
   // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only
   // when the Tree algorithm may run: see treesConnected.

@@ -23,14 +23,6 @@ const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
 // before it (arch::waitPreviousGrid). 2xH200, CUDA graph, all_reduce 64 B-32 KiB: 5.3-6.2 ->
 // 4.8-5.6 us; 256 KiB-16 MiB busbw +3-12 % (session 7). 0: plain launches.
 const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
-// Channels one peer's point-to-point traffic is spread over at most (0: every channel connecting
-// the pair). 2xH200, 32 channels, 1 GiB: sendrecv 277/313/297 GB/s and alltoall 264/329/313 on
-// 16/24/32 channels (session 6).
-const param::IntParam kP2pMaxChannels{"NCCL_WEFT_P2P_MAX_CHANNELS", 24};
-// Bytes per channel below which a transfer to one peer uses fewer channels (PlanShape::
-// p2pChannelBytes; 0: always all). Only communicators of more than two ranks are affected.
-const param::IntParam kP2pChannelBytes{"NCCL_WEFT_P2P_CHANNEL_BYTES", 128 << 10};
-
 constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
 
 PlanShape makeShape(ncclComm* comm) {
@@ -50,10 +42,8 @@ PlanShape makeShape(ncclComm* comm) {
     s.recvChannels[p] = comm->connPlan.recvChannels(p);
   }
   s.directChannels = comm->connPlan.meshChannels;
-  static const int p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
-  s.p2pMaxChannels = p2pMaxChannels;
-  static const size_t p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
-  s.p2pChannelBytes = p2pChannelBytes;
+  s.p2pMaxChannels = comm->p2pMaxChannels;
+  s.p2pChannelBytes = comm->p2pChannelBytes;
   s.choices = &comm->planChoices;
   return s;
 }

@@ -4,6 +4,7 @@
 #   coll_sweep -g G -m MODES  for G in --gpus  every collective/type/op, 4 driving modes, extras
 #   iree_style_test -g G                       IREE-style C client, one process per GPU
 #   torch_dist_test.py                         PyTorch torch.distributed with weft LD_PRELOADed (if torch imports)
+#   settings_mismatch_test.py                  ranks started with different settings fail creation, named
 # With --ref, the same programs also run against another libnccl.so.2 (NVIDIA's NCCL) to validate the tests
 # themselves: a FAIL there is a bug in the test, not in weft.
 #
@@ -11,7 +12,7 @@
 #   --quick              coll_sweep --quick (all collectives, fewer types/ops/sizes)
 #   --gpus "1 2"         rank counts to run (default: "1 2", capped at the GPUs present)
 #   --modes LIST         coll_sweep modes (default: all = initall,groupinit,threads,procs)
-#   --only LIST          subset of: host,sweep,iree,torch (default: all)
+#   --only LIST          subset of: host,sweep,iree,torch,mismatch (default: all)
 #   --ref DIR|torch      also run against DIR/libnccl.so.2; "torch" = the NCCL of the installed PyTorch wheel
 #   --ref-only           run only against --ref (validate the tests without weft)
 #   --no-build           use the existing build
@@ -22,7 +23,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$here/build"
-quick=0 gpus="1 2" modes="all" only="host,sweep,iree,torch" ref="" refOnly=0 doBuild=1 sweepArgs=""
+quick=0 gpus="1 2" modes="all" only="host,sweep,iree,torch,mismatch" ref="" refOnly=0 doBuild=1 sweepArgs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -107,7 +108,7 @@ run() {
     timeout 1800 "$@" >"$log" 2>&1
   fi
   rc=$?
-  grep -E "^(FAIL|== coll_sweep|coll_sweep[: ]|iree_style_test:|torch_dist_test)" "$log" | tail -20
+  grep -E "^(FAIL|== coll_sweep|coll_sweep[: ]|iree_style_test:|torch_dist_test|settings_mismatch_test)" "$log" | tail -20
   record "$name" "$lib" "$([ $rc = 0 ] && echo PASS || echo FAIL)" $((SECONDS - t0)) "$log"
 }
 
@@ -159,6 +160,11 @@ for lib in "${libs[@]}"; do
     fi
   fi
 done
+
+# Ranks with different settings: creation fails with the setting named (weft only; NCCL does not check).
+if want mismatch && [ "$refOnly" = 0 ] && [ "$ngpu" -ge 2 ]; then
+  run "settings_mismatch_test" weft "$logs/mismatch.log" python3 "$here/tests/gpu/settings_mismatch_test.py" --lib "$weftLib"
+fi
 
 echo
 echo "== GPU test results (logs in $logs)"
