@@ -1,5 +1,6 @@
 #include "transport/p2p/p2p_connections.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -78,8 +79,11 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     // Every endpoint exists before this exchange completes, so fds sent after it find their target.
     WEFT_TRY(comm->bootstrap->allGather(descs.data(), sizeof(runtime::IpcMemDesc)));
     WEFT_TRY(self->mapPeers(comm, descs));
-    WEFT_INFO(log::kInit | log::kP2p, "rank %d: P2P connection memory %zu KiB (%s), %d receive connections",
-              comm->rank, bytes >> 10, runtime::memKindName(self->local_.kind()), comm->connPlan.recvConnectionCount());
+    int simpleOnly = 0;
+    for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
+    WEFT_INFO(log::kInit | log::kP2p, "rank %d: P2P connection memory %zu KiB (%s), %d receive connections (%d of "
+              "them Simple-only)", comm->rank, bytes >> 10, runtime::memKindName(self->local_.kind()),
+              comm->connPlan.recvConnectionCount(), simpleOnly);
   }
   self->buildDevPeers(comm);
   *out = std::move(self);
