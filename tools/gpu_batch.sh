@@ -64,30 +64,20 @@ sweeps_all() {
 stage_latency() {
   echo "== latency, us (all_reduce 8 B - 64 KiB; -t NG -g 1, then CUDA graph -G 10)"
   for m in "-t $NG -g 1" "-t $NG -g 1 -G 10"; do
-    for v in "nccl:$NCCL:X=1" "weft:$B:X=1" "weft-direct:$B:NCCL_ALGO=allreduce:direct" \
-             "weft-twoshot:$B:NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1"; do
-      IFS=: read -r label lib envs <<< "$v"
-      printf "%-13s %-16s " "$label" "$m"
-      env $envs LD_LIBRARY_PATH=$lib timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 64K -f 8 -c 1 -n 300 -w 50 $m 2>&1 |
-        grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $6} END{print ""}'
-    done
+    lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; lat weft-direct "NCCL_ALGO=allreduce:direct" $B $m
+    lat weft-twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" $B $m
   done
   echo "== tuner picks (weft, all_reduce -g $NG)"
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 8 -e 1G -f 8 -c 0 -n 1 -w 0 -g $NG 2>&1 |
     grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -16
 }
 
-perf() {  # label ops -b -e -f -n
-  for v in nccl:$NCCL weft:$B; do echo "### ${v%%:*}" >> $L/$1.log
-    LD_LIBRARY_PATH=${v#*:} timeout 200 $B/tools/weft-perf $2 -g $NG -b $3 -e $4 -f $5 -c 0 -n $6 -w 2 >> $L/$1.log 2>&1; done
-  python3 tools/ratio_table.py $L/$1.log --ops $2
-}
 stage_perf() {
   echo "== busbw GB/s per size (weft-perf -g $NG -c 0): ops and sizes as labelled"
-  perf mid all_reduce,all_gather,reduce_scatter 256K 64M 4 20
-  perf big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
+  perfv mid all_reduce,all_gather,reduce_scatter 256K 64M 4 20
+  perfv big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
 }
-stage_huge() { perf huge all_reduce 2G 8G 4 3; }
+stage_huge() { perfv huge all_reduce 2G 8G 4 3; }
 # Where broadcast/sendrecv/all_reduce plateau below NCCL at 256 MiB - 1 GiB: busbw per setting.
 stage_scan() {
   echo "== knob scan: busbw GB/s at 256M 1G (weft-perf -g $NG -c 0 -n 8)"

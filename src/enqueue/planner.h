@@ -73,7 +73,7 @@ struct PlanShape {
   // A transfer to or from one peer smaller than p2pChannelBytes per channel uses fewer channels,
   // down to 1/(nRanks-1) of them, each peer distance starting at another place in the set, so that
   // the peers of an all-to-all move side by side instead of one after another on every channel
-  // (p2pChannelsOf). 0: every transfer uses all p2pMaxChannels channels. Every rank must pass
+  // (planner.cc p2pWindowOf). 0: every transfer uses all p2pMaxChannels channels. Every rank must pass
   // the same value.
   size_t p2pChannelBytes = 0;
   // Channels on which EVERY rank has connections to and from every other rank (the same list on
@@ -109,11 +109,6 @@ int specialKernelOfLaunch(const PlannedLaunch& launch);
 // ncclInvalidUsage (WARN naming the function and the settings) when nothing is left.
 [[nodiscard]] Status chooseCollective(const Task& task, const PlanShape& shape, CollChoice* choice);
 
-// Turns tasks into launches. Collectives keep their call order and come first; point-to-point
-// tasks follow in rounds (round d: send to rank+d, receive from rank-d), the order every rank
-// computes alike, so that matching sends and receives meet without deadlock. Consecutive work of
-// one protocol shares launches; a change of protocol starts a new launch, so launches run the
-// tasks in call order.
 // One rank: a collective whose result is its input (a reduction over one rank returns that rank's
 // value; only a user PreMulSum scales it) needs no kernel. Such tasks leave *tasks and become
 // device-to-device copies, which the launch runs as cudaMemcpyAsync, as NCCL does (in a CUDA
@@ -126,6 +121,11 @@ struct LocalCopy {
 };
 void takeLocalCopies(std::vector<Task>* tasks, int nRanks, std::vector<LocalCopy>* copies);
 
+// Turns tasks into launches. Collectives keep their call order and come first; point-to-point
+// tasks follow in rounds (round d: send to rank+d, receive from rank-d), the order every rank
+// computes alike, so that matching sends and receives meet without deadlock. Consecutive work of
+// one protocol shares launches; a change of protocol starts a new launch, so launches run the
+// tasks in call order.
 [[nodiscard]] Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape,
                                std::vector<PlannedLaunch>* launches);
 
