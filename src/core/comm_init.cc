@@ -41,6 +41,9 @@ const param::IntParam kP2pMaxChannels{"NCCL_WEFT_P2P_MAX_CHANNELS", 24};
 // Bytes per channel below which a transfer to one peer uses fewer channels (PlanShape::
 // p2pChannelBytes; 0: always all). Only communicators of more than two ranks are affected.
 const param::IntParam kP2pChannelBytes{"NCCL_WEFT_P2P_CHANNEL_BYTES", 128 << 10};
+// 1 (default, as NCCL): Simple-only point-to-point connections get their buffers when a pair
+// first uses them (transport/p2p/p2p_connections.h); 0: all of them at creation.
+const param::IntParam kRuntimeConnect{"NCCL_RUNTIME_CONNECT", 1};
 
 // Data warps of a SendRecv item's send part when it also receives: sending pushes over the link,
 // receiving copies locally (faster), so the send side gets more than half.
@@ -205,12 +208,7 @@ Status setupDeviceState(ncclComm* comm) {
     dev::DevTree& dt = hostCopy.channels[c].tree;
     dt.up = tree.up;
     for (int j = 0; j < dev::kMaxTreeArity; ++j) dt.down[j] = tree.down[j];
-    void* peers = nullptr;
-    const std::vector<dev::DevPeer>& devPeers = comm->p2p->devPeers(c);
-    WEFT_TRY(runtime::deviceMalloc(&peers, sizeof(dev::DevPeer) * devPeers.size()));
-    comm->deviceAllocations.push_back(peers);
-    WEFT_TRY(runtime::deviceMemcpy(peers, devPeers.data(), sizeof(dev::DevPeer) * devPeers.size()));
-    hostCopy.channels[c].peers = (dev::DevPeer*)peers;
+    hostCopy.channels[c].peers = comm->p2p->deviceTable(c);
   }
   void* dc = nullptr;
   WEFT_TRY(runtime::deviceMalloc(&dc, sizeof(dev::DevComm)));
@@ -267,6 +265,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   comm->protoStepBytes[dev::kProtoLL128] = transport::protoStepBytes(dev::kProtoLL128, kLL128BuffSize.get());
   comm->p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
   comm->p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
+  comm->runtimeConnect = kRuntimeConnect.get() != 0;
   WEFT_TRY(checkRanksAgree(comm));
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));

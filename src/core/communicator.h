@@ -61,6 +61,7 @@ struct ncclComm {
   int simpleP2pChannels = 0;  // channels on which every pair is connected for Simple point-to-point
   int p2pMaxChannels = 0;     // enqueue::PlanShape::p2pMaxChannels
   size_t p2pChannelBytes = 0; // enqueue::PlanShape::p2pChannelBytes
+  bool runtimeConnect = true; // Simple-only p2p connections made on first use (NCCL_RUNTIME_CONNECT)
   std::vector<std::vector<int>> rings;
   // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only
   // when the Tree algorithm may run: see treesConnected.
@@ -110,7 +111,7 @@ struct ncclComm {
   weft::dev::DevWork* graphPoolHost = nullptr;
   weft::dev::DevWork* graphPoolDev = nullptr;
   uint32_t graphPoolLeft = 0;
-  std::vector<void*> deviceAllocations;    // rings and peer tables of the device state
+  std::vector<void*> deviceAllocations;    // rings of the device state (p2p owns the peer tables)
   weft::runtime::Stream lastLaunchStream = nullptr;
   bool haveLaunched = false;
   uint64_t nextOpSeq() { return ++opSeq_; }

@@ -18,6 +18,7 @@ SharedSettings sharedSettingsOf(const ncclComm* comm) {
   s.treesConnected = comm->treesConnected ? 1 : 0;
   s.p2pMaxChannels = comm->p2pMaxChannels;
   s.p2pChannelBytes = comm->p2pChannelBytes;
+  s.runtimeConnect = comm->runtimeConnect ? 1 : 0;
   return s;
 }
 
@@ -53,6 +54,8 @@ std::string settingsDifference(const SharedSettings& mine, const SharedSettings&
   if (mine.p2pChannelBytes != theirs.p2pChannelBytes)
     return differs("NCCL_WEFT_P2P_CHANNEL_BYTES", (long long)mine.p2pChannelBytes, (long long)theirs.p2pChannelBytes,
                    theirRank);
+  if (mine.runtimeConnect != theirs.runtimeConnect)
+    return differs("NCCL_RUNTIME_CONNECT", mine.runtimeConnect, theirs.runtimeConnect, theirRank);
   return "";
 }
 

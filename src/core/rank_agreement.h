@@ -24,6 +24,8 @@ struct SharedSettings {
   int32_t treesConnected = 0;
   int32_t p2pMaxChannels = 0;
   uint64_t p2pChannelBytes = 0;
+  int32_t runtimeConnect = 0;
+  int32_t pad = 0;
 };
 
 constexpr uint32_t kSharedSettingsMagic = 0x77534554;  // "wSET"

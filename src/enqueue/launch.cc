@@ -11,6 +11,7 @@
 #include "device/kernel_api.h"
 #include "enqueue/planner.h"
 #include "runtime/gpu.h"
+#include "transport/p2p/p2p_connections.h"
 
 namespace weft::enqueue {
 namespace {
@@ -190,6 +191,62 @@ Status prepare(ncclComm* comm, CommLaunches* out) {
   return ncclSuccess;
 }
 
+// The peers whose Simple-only connections this communicator's launches use before they are made:
+// senders to this rank (*senders) and receivers of it (*receivers). Both ends of a transfer plan
+// the same channels for it, so each end finds the other here in the same group.
+void peersToConnect(const CommLaunches& c, std::vector<int>* senders, std::vector<int>* receivers) {
+  const transport::P2pConnections& p2p = *c.comm->p2p;
+  auto add = [](std::vector<int>* list, int peer) {
+    if (std::find(list->begin(), list->end(), peer) == list->end()) list->push_back(peer);
+  };
+  for (const PlannedLaunch& launch : c.launches) {
+    for (size_t b = 0; b < launch.channels.size(); ++b) {
+      const int channel = launch.channels[b];
+      if (channel >= c.comm->nChannels) continue;  // a copy lane: no connections
+      for (const dev::DevWork& w : launch.works[b]) {
+        if (w.func != dev::kFuncSendRecv) continue;
+        if (w.sendPeer >= 0 && w.sendPeer != c.comm->rank && p2p.sendNeedsConnect(channel, w.sendPeer))
+          add(receivers, w.sendPeer);
+        if (w.recvPeer >= 0 && w.recvPeer != c.comm->rank && p2p.recvNeedsConnect(channel, w.recvPeer))
+          add(senders, w.recvPeer);
+      }
+    }
+  }
+}
+
+// Makes the Simple-only connections the group uses for the first time: every communicator offers
+// its receive buffers before any waits for a peer's offer, since one thread may drive both ends.
+// A communicator that fails launches nothing (its kernels would find no buffer).
+Status connectOnFirstUse(std::vector<CommLaunches>& all) {
+  std::vector<std::vector<int>> senders(all.size()), receivers(all.size());
+  bool any = false;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].launches.empty() || !all[i].comm->p2p || !all[i].comm->p2p->anyPending()) continue;
+    peersToConnect(all[i], &senders[i], &receivers[i]);
+    any = any || !senders[i].empty() || !receivers[i].empty();
+  }
+  if (!any) return ncclSuccess;
+  runtime::RelaxedCaptureMode relaxed;  // allocations, in case a stream is being captured
+  Status first = ncclSuccess;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      std::vector<int>& peers = pass == 0 ? senders[i] : receivers[i];
+      if (peers.empty() || all[i].launches.empty()) continue;
+      ncclComm* comm = all[i].comm;
+      runtime::ScopedDevice device;
+      Status s = device.set(comm->cudaDev);
+      if (!isError(s)) s = pass == 0 ? comm->p2p->offerReceives(comm, peers) : comm->p2p->acceptSends(comm, peers);
+      if (isError(s)) {
+        WEFT_WARN("rank %d: could not connect point-to-point channels %s rank(s) on first use; this group's kernels "
+                  "on this communicator are not launched", comm->rank, pass == 0 ? "from" : "to");
+        all[i].launches.clear();
+        if (!isError(first)) first = s;
+      }
+    }
+  }
+  return first;
+}
+
 Status launchOne(const CommLaunches& c, size_t index) {
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(c.comm->cudaDev));
@@ -270,8 +327,9 @@ Status launchQueued(const std::vector<ncclComm*>& comms) {
       all[i].copies.clear();
     }
     keep(s);
-    rounds = std::max(rounds, all[i].launches.size());
   }
+  keep(connectOnFirstUse(all));
+  for (const CommLaunches& c : all) rounds = std::max(rounds, c.launches.size());
   // Round robin over the communicators: when one thread drives several GPUs, a communicator's
   // k-th kernel waits for its peers' k-th kernels, so all of them must be launched before any
   // k+1-th kernel can need FIFO slots that only the k-th kernel's start would free.

@@ -75,7 +75,7 @@ TEST(ConnLayout, StepSizesFollowTheBufferSettingsWithinTheDeviceBounds) {
   }
 }
 
-TEST(ConnLayout, SimpleOnlyConnectionsHoldOnlySimpleSlotsAndPeersAgreeOnTheirPlace) {
+TEST(ConnLayout, SimpleOnlyConnectionsLiveInAnAllocationPerSenderOutsideTheMainOne) {
   int steps[weft::dev::kNumProtos];
   for (int p = 0; p < weft::dev::kNumProtos; ++p) steps[p] = protoStepBytes(p, 0);
   const int n = 4, channels = 6;
@@ -83,33 +83,40 @@ TEST(ConnLayout, SimpleOnlyConnectionsHoldOnlySimpleSlotsAndPeersAgreeOnTheirPla
   std::reverse(rings[5].begin(), rings[5].end());
   ConnLayout layout = ConnLayout::forSteps(channels, n, steps);
   EXPECT_EQ(layout.simpleOnlyBytes, (size_t)weft::dev::kSteps * steps[weft::dev::kProtoSimple]);
+  EXPECT_EQ(layout.simpleOnlyBytes % kBufferAlign, 0u);
   for (int r = 0; r < n; ++r) {
     ConnectionPlan plan = planConnections(r, rings, 1, {}, 4);
-    // Byte ranges of every receive buffer: disjoint, inside the allocation, sized by kind.
+    // The main allocation: every full connection's buffer, disjoint, nothing of the Simple-only ones.
     std::vector<std::pair<size_t, size_t>> ranges;
+    // Per sender: the Simple-only connections tile its own allocation in channel order.
+    std::vector<size_t> simpleOnlyEnd(n, 0);
     int simpleOnly = 0;
     for (int c = 0; c < channels; ++c) {
       for (int p = 0; p < n; ++p) {
-        if (!plan.recvOn[c][p]) continue;
-        const size_t off = layout.recvBuffer(plan, c, p), len = layout.bufferBytesOf(plan, c, p);
-        EXPECT_EQ(off % kBufferAlign, 0u);
-        ranges.push_back({off, off + len});
+        if (!plan.recvOn[c][p]) {
+          EXPECT_EQ(layout.recvBuffer(plan, c, p), (size_t)-1);
+          EXPECT_EQ(layout.simpleOnlyBuffer(plan, c, p), (size_t)-1);
+          continue;
+        }
         if (plan.recvSimpleOnly[c][p]) {
           ++simpleOnly;
-          EXPECT_EQ(len, layout.simpleOnlyBytes);
-          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoSimple), 0u);
-          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoLL), (size_t)-1);
-          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoLL128), (size_t)-1);
-        } else {
-          EXPECT_EQ(len, layout.bufferBytes);
-          EXPECT_EQ(layout.protoOffsetOf(plan, c, p, weft::dev::kProtoLL), layout.protoOffset[weft::dev::kProtoLL]);
+          EXPECT_EQ(layout.recvBuffer(plan, c, p), (size_t)-1) << "a Simple-only buffer in the main allocation";
+          EXPECT_EQ(layout.simpleOnlyBuffer(plan, c, p), simpleOnlyEnd[p]) << "rank " << r << " channel " << c;
+          simpleOnlyEnd[p] += layout.simpleOnlyBytes;
+          continue;
         }
+        EXPECT_EQ(layout.simpleOnlyBuffer(plan, c, p), (size_t)-1);
+        const size_t off = layout.recvBuffer(plan, c, p);
+        EXPECT_EQ(off % kBufferAlign, 0u);
+        ranges.push_back({off, off + layout.bufferBytes});
       }
     }
     EXPECT_GT(simpleOnly, 0) << "rank " << r;
+    for (int p = 0; p < n; ++p) EXPECT_EQ(layout.simpleOnlyTotal(plan, p), simpleOnlyEnd[p]) << "rank " << r;
     std::sort(ranges.begin(), ranges.end());
     EXPECT_GE(ranges.front().first, layout.countersBytes());
     for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "overlap, rank " << r;
     EXPECT_EQ(ranges.back().second, layout.totalBytes(plan));
+    EXPECT_EQ(layout.totalBytes(plan), layout.buffersStart() + ranges.size() * layout.bufferBytes);
   }
 }

@@ -41,13 +41,21 @@ ConnLayout ConnLayout::forSteps(int nChannels, int nRanks, const int stepBytes[d
   return l;
 }
 
+namespace {
+
+bool inMainAllocation(const ConnectionPlan& plan, int channel, int sender) {
+  return plan.recvOn[channel][sender] && !plan.recvSimpleOnly[channel][sender];
+}
+
+}  // namespace
+
 size_t ConnLayout::recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const {
+  if (!inMainAllocation(receiverPlan, channel, sender)) return (size_t)-1;
   size_t off = buffersStart();
   for (int c = 0; c < receiverPlan.nChannels; ++c) {
     for (int p = 0; p < receiverPlan.nRanks; ++p) {
-      if (!receiverPlan.recvOn[c][p]) continue;
       if (c == channel && p == sender) return off;
-      off += bufferBytesOf(receiverPlan, c, p);
+      if (inMainAllocation(receiverPlan, c, p)) off += bufferBytes;
     }
   }
   return (size_t)-1;
@@ -57,8 +65,23 @@ size_t ConnLayout::totalBytes(const ConnectionPlan& plan) const {
   size_t off = buffersStart();
   for (int c = 0; c < plan.nChannels; ++c)
     for (int p = 0; p < plan.nRanks; ++p)
-      if (plan.recvOn[c][p]) off += bufferBytesOf(plan, c, p);
+      if (inMainAllocation(plan, c, p)) off += bufferBytes;
   return off;
+}
+
+size_t ConnLayout::simpleOnlyBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const {
+  if (!receiverPlan.recvOn[channel][sender] || !receiverPlan.recvSimpleOnly[channel][sender]) return (size_t)-1;
+  size_t off = 0;
+  for (int c = 0; c < channel; ++c)
+    if (receiverPlan.recvSimpleOnly[c][sender]) off += simpleOnlyBytes;
+  return off;
+}
+
+size_t ConnLayout::simpleOnlyTotal(const ConnectionPlan& receiverPlan, int sender) const {
+  size_t bytes = 0;
+  for (int c = 0; c < receiverPlan.nChannels; ++c)
+    if (receiverPlan.recvOn[c][sender] && receiverPlan.recvSimpleOnly[c][sender]) bytes += simpleOnlyBytes;
+  return bytes;
 }
 
 }  // namespace weft::transport

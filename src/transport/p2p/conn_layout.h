@@ -1,7 +1,10 @@
-// Where things live inside one rank's connection memory (one allocation per rank, shared with
-// its peers): first a counter block per (channel, peer), then a staging buffer per receive
-// connection. A peer computes the same offsets from the same plan, so one mapping of the whole
-// allocation gives it every remote address it needs.
+// Where things live in one rank's connection memory. The main allocation (made at creation,
+// shared with every peer) holds a counter block per (channel, peer), then a staging buffer per
+// receive connection that carries every protocol. The buffers of Simple-only receive connections
+// (ConnectionPlan::recvSimpleOnly) live apart, in one allocation per sender that is made when the
+// pair first exchanges point-to-point data (p2p_connections.h); their counters stay in the main
+// block. A peer computes the same offsets from the same plan, so one mapping of each allocation
+// gives it every remote address it needs.
 #pragma once
 
 #include <cstddef>
@@ -44,19 +47,18 @@ struct ConnLayout {
     return ((size_t)channel * nRanks + peer) * kCounterBlockBytes;
   }
   size_t buffersStart() const { return (countersBytes() + kBufferAlign - 1) / kBufferAlign * kBufferAlign; }
-  // Size of the staging buffer of the receive connection (channel, from `sender`) in `plan`.
-  size_t bufferBytesOf(const ConnectionPlan& plan, int channel, int sender) const {
-    return plan.recvSimpleOnly[channel][sender] ? simpleOnlyBytes : bufferBytes;
-  }
-  // Offset of protocol `proto`'s slots inside that buffer; -1 when it has none.
-  size_t protoOffsetOf(const ConnectionPlan& plan, int channel, int sender, int proto) const {
-    if (!plan.recvSimpleOnly[channel][sender]) return protoOffset[proto];
-    return proto == dev::kProtoSimple ? 0 : (size_t)-1;
-  }
-  // Offset of the staging buffer for the receive connection (channel, from `sender`) in the memory
-  // of the rank whose plan is `receiverPlan`; -1 when that plan has no such connection.
+  // Offset of the staging buffer of the receive connection (channel, from `sender`) in the main
+  // allocation of the rank whose plan is `receiverPlan`; -1 when that plan has no such connection
+  // or it is Simple-only.
   size_t recvBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const;
+  // Size of the main allocation.
   size_t totalBytes(const ConnectionPlan& plan) const;
+
+  // Offset of the Simple-only receive connection (channel, from `sender`) in the receiver's
+  // allocation for that sender (its Simple slots start there); -1 when it is not Simple-only.
+  size_t simpleOnlyBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const;
+  // Size of the receiver's allocation for `sender`'s Simple-only connections (0: it has none).
+  size_t simpleOnlyTotal(const ConnectionPlan& receiverPlan, int sender) const;
 };
 
 }  // namespace weft::transport

@@ -32,6 +32,25 @@ p2p::Clock::time_point setupDeadline() {
   return s > 0 ? p2p::Clock::now() + std::chrono::seconds(s) : p2p::Clock::time_point::max();
 }
 
+// What a receiver sends a sender when it makes their Simple-only connections (bootstrap message).
+constexpr uint32_t kOfferMagic = 0x5753504fu;  // "WSPO"
+constexpr int kOfferTag = 0x4c000000;          // bootstrap tag (ncclCommSplit uses 0x53000000 + n)
+struct SimpleOnlyOffer {
+  uint32_t magic;
+  int32_t receiver;
+  int32_t sender;
+  uint32_t pad;
+  uint64_t bytes;           // ConnLayout::simpleOnlyTotal: what the sender expects
+  uint64_t sameProcessPtr;  // legacy CUDA IPC within one process: the buffer's address
+  runtime::IpcMemDesc desc;
+};
+
+std::string describePeer(const ncclComm* comm, int p) {
+  char text[160];
+  snprintf(text, sizeof(text), "rank %d (pid %d on %s)", p, comm->peers[p].pid, comm->peers[p].hostName);
+  return text;
+}
+
 }  // namespace
 
 std::vector<bool> connectedPeers(const ConnectionPlan& plan) {
@@ -50,7 +69,11 @@ P2pConnections::~P2pConnections() {
     std::lock_guard<std::mutex> lock(reg.mutex);
     reg.bases.erase({jobKey_, rank_});
   }
+  if (uploadStream_) (void)runtime::streamDestroy(uploadStream_);
+  for (dev::DevPeer* table : deviceTables_) runtime::freeDeviceQuiet(table);
   imported_.clear();  // unmap peers' memory before our own goes
+  simpleOnlyImported_.clear();
+  simpleOnlyLocal_.clear();
   local_.reset();
 }
 
@@ -59,6 +82,8 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
   self->layout_ = ConnLayout::forSteps(comm->nChannels, comm->nRanks, comm->protoStepBytes);
   self->imported_.resize(comm->nRanks);
   self->peerBase_.assign(comm->nRanks, nullptr);
+  self->simpleOnlyLocal_.resize(comm->nRanks);
+  self->simpleOnlyImported_.resize(comm->nRanks);
   std::vector<runtime::IpcMemDesc> descs(comm->nRanks);
 
   size_t bytes = self->layout_.totalBytes(comm->connPlan);
@@ -82,10 +107,20 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     int simpleOnly = 0;
     for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
     WEFT_INFO(log::kInit | log::kP2p, "rank %d: P2P connection memory %zu KiB (%s), %d receive connections (%d of "
-              "them Simple-only)", comm->rank, bytes >> 10, runtime::memKindName(self->local_.kind()),
-              comm->connPlan.recvConnectionCount(), simpleOnly);
+              "them Simple-only, %s)", comm->rank, bytes >> 10, runtime::memKindName(self->local_.kind()),
+              comm->connPlan.recvConnectionCount(), simpleOnly,
+              comm->runtimeConnect ? "their buffers made on first use" : "connected now");
   }
   self->buildDevPeers(comm);
+  WEFT_TRY(self->makeDeviceTables());
+  if (!comm->runtimeConnect && self->pending_ > 0) {
+    // Every rank offers before it waits for an offer: nobody waits for a rank that waits.
+    std::vector<int> all;
+    for (int p = 0; p < comm->nRanks; ++p)
+      if (p != comm->rank) all.push_back(p);
+    WEFT_TRY(self->offerReceives(comm, all));
+    WEFT_TRY(self->acceptSends(comm, all));
+  }
   *out = std::move(self);
   return ncclSuccess;
 }
@@ -105,8 +140,8 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
   }
   for (int p = 0; p < comm->nRanks; ++p) {
     if (!peers[p]) continue;
-    char from[160];
-    snprintf(from, sizeof(from), "rank %d (pid %d on %s)", p, comm->peers[p].pid, comm->peers[p].hostName);
+    const std::string fromText = describePeer(comm, p);
+    const char* from = fromText.c_str();
     const runtime::IpcMemDesc& d = descs[p];
     WEFT_TRY(runtime::checkIpcMemDesc(d, from));
     bool sameProcess = comm->peers[p].processHash == me.processHash;
@@ -142,27 +177,33 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
   for (int p = 0; p < comm->nRanks; ++p)
     if (p != me) peerPlans[p] = comm->connectionPlanOf(p);
   devPeers_.assign(comm->nChannels, std::vector<dev::DevPeer>(comm->nRanks));
+  sendSimpleOnly_.assign(comm->nChannels, std::vector<bool>(comm->nRanks, false));
+  recvSimpleOnly_.assign(comm->nChannels, std::vector<bool>(comm->nRanks, false));
+  std::vector<bool> sendLater(comm->nRanks, false), recvLater(comm->nRanks, false);
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
       dev::DevPeer& dp = devPeers_[c][p];
       memset(&dp, 0, sizeof(dp));
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
+        // A Simple-only connection's buffer comes on first use (acceptSends).
         const ConnectionPlan& peerPlan = peerPlans[p];
-        char* buf = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me);
+        const bool later = peerPlan.recvSimpleOnly[c][me];
+        sendSimpleOnly_[c][p] = later;
+        sendLater[p] = sendLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          const size_t off = layout_.protoOffsetOf(peerPlan, c, me, proto);
-          dp.send.buffs[proto] = off == (size_t)-1 ? nullptr : buf + off;
+          dp.send.buffs[proto] = later ? nullptr : peerBase_[p] + layout_.recvBuffer(peerPlan, c, me) + layout_.protoOffset[proto];
           dp.send.stepBytes[proto] = comm->protoStepBytes[proto];
         }
         dp.send.tail = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);
         dp.send.head = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kHeadOffset);
       }
       if (comm->connPlan.recvOn[c][p]) {
-        char* buf = local + layout_.recvBuffer(comm->connPlan, c, p);
+        const bool later = comm->connPlan.recvSimpleOnly[c][p];  // offerReceives makes its buffer
+        recvSimpleOnly_[c][p] = later;
+        recvLater[p] = recvLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          const size_t off = layout_.protoOffsetOf(comm->connPlan, c, p, proto);
-          dp.recv.buffs[proto] = off == (size_t)-1 ? nullptr : buf + off;
+          dp.recv.buffs[proto] = later ? nullptr : local + layout_.recvBuffer(comm->connPlan, c, p) + layout_.protoOffset[proto];
           dp.recv.stepBytes[proto] = comm->protoStepBytes[proto];
         }
         dp.recv.tail = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kTailOffset);
@@ -170,6 +211,113 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
       }
     }
   }
+  sendReady_.assign(comm->nRanks, false);
+  recvReady_.assign(comm->nRanks, false);
+  pending_ = 0;
+  for (int p = 0; p < comm->nRanks; ++p) {
+    sendReady_[p] = !sendLater[p];
+    recvReady_[p] = !recvLater[p];
+    pending_ += (int)sendLater[p] + (int)recvLater[p];
+  }
+}
+
+Status P2pConnections::makeDeviceTables() {
+  deviceTables_.assign(devPeers_.size(), nullptr);
+  for (size_t c = 0; c < devPeers_.size(); ++c) {
+    void* table = nullptr;
+    const size_t bytes = sizeof(dev::DevPeer) * devPeers_[c].size();
+    WEFT_TRY(runtime::deviceMalloc(&table, bytes));
+    deviceTables_[c] = (dev::DevPeer*)table;
+    WEFT_TRY(runtime::deviceMemcpy(table, devPeers_[c].data(), bytes));
+  }
+  return ncclSuccess;
+}
+
+// No kernel reads the entry meanwhile: it only serves the connection being made. A stream of our
+// own keeps the copy away from the user's streams (which may be capturing).
+Status P2pConnections::uploadEntry(int channel, int peer) {
+  if (uploadStream_ == nullptr) WEFT_TRY(runtime::streamCreate(&uploadStream_));
+  return runtime::deviceMemcpyAsync(deviceTables_[channel] + peer, &devPeers_[channel][peer], sizeof(dev::DevPeer),
+                                    uploadStream_);
+}
+
+Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& senders) {
+  const auto deadline = setupDeadline();
+  for (int p : senders) {
+    if (recvReady_[p]) continue;
+    runtime::ShareableAlloc& alloc = simpleOnlyLocal_[p];
+    SimpleOnlyOffer offer{};
+    offer.magic = kOfferMagic;
+    offer.receiver = comm->rank;
+    offer.sender = p;
+    offer.bytes = layout_.simpleOnlyTotal(comm->connPlan, p);
+    WEFT_TRY(runtime::allocShareable(offer.bytes, &alloc));
+    WEFT_TRY(runtime::exportMem(alloc, 0, alloc.bytes(), &offer.desc));
+    offer.sameProcessPtr = (uint64_t)(uintptr_t)alloc.ptr();
+    if (alloc.kind() == runtime::MemKind::kCuMemFd) {
+      util::UniqueFd fd;
+      WEFT_TRY(alloc.exportFd(&fd));
+      WEFT_TRY(endpoint_->sendFd(p, fd.get(), alloc.localId(), deadline, &comm->abortRequested));
+    }
+    WEFT_TRY(comm->bootstrap->send(p, kOfferTag, &offer, sizeof(offer)));
+    for (int c = 0; c < comm->nChannels; ++c) {
+      if (!recvSimpleOnly_[c][p]) continue;
+      devPeers_[c][p].recv.buffs[dev::kProtoSimple] = (char*)alloc.ptr() + layout_.simpleOnlyBuffer(comm->connPlan, c, p);
+      WEFT_TRY(uploadEntry(c, p));
+    }
+    recvReady_[p] = true;
+    --pending_;
+    WEFT_INFO(log::kP2p, "rank %d: made the Simple-only point-to-point connections from rank %d (%zu KiB)", comm->rank,
+              p, (size_t)offer.bytes >> 10);
+  }
+  return uploadStream_ ? runtime::streamSynchronize(uploadStream_) : ncclSuccess;
+}
+
+Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& receivers) {
+  const int me = comm->rank;
+  const auto deadline = setupDeadline();
+  for (int p : receivers) {
+    if (sendReady_[p]) continue;
+    const std::string from = describePeer(comm, p);
+    const ConnectionPlan peerPlan = comm->connectionPlanOf(p);
+    SimpleOnlyOffer offer{};
+    WEFT_TRY(comm->bootstrap->recv(p, kOfferTag, &offer, sizeof(offer)));
+    const size_t expected = layout_.simpleOnlyTotal(peerPlan, me);
+    if (offer.magic != kOfferMagic || offer.receiver != p || offer.sender != me || offer.bytes != expected) {
+      WEFT_WARN("rank %d: the point-to-point connection offer from %s is not what this rank expects (magic 0x%x, "
+                "ranks %d->%d, %llu bytes; expected %d->%d, %zu bytes)", me, from.c_str(), offer.magic, offer.sender,
+                offer.receiver, (unsigned long long)offer.bytes, me, p, expected);
+      return ncclInternalError;
+    }
+    WEFT_TRY(runtime::checkIpcMemDesc(offer.desc, from.c_str()));
+    if (offer.desc.bytes < expected) {
+      WEFT_WARN("rank %d: %s offered %llu bytes for point-to-point connections that need %zu", me, from.c_str(),
+                (unsigned long long)offer.desc.bytes, expected);
+      return ncclInternalError;
+    }
+    char* base = nullptr;
+    runtime::ImportedMem& imported = simpleOnlyImported_[p];
+    if (offer.desc.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
+      util::UniqueFd fd;
+      WEFT_TRY(endpoint_->recvFd(p, offer.desc.localId, deadline, &comm->abortRequested, &fd));
+      WEFT_TRY(runtime::importMem(offer.desc, fd.get(), &imported, from.c_str()));
+      base = (char*)imported.ptr();
+    } else if (comm->peers[p].processHash == comm->peers[me].processHash) {
+      base = (char*)(uintptr_t)offer.sameProcessPtr;  // legacy handles cannot be opened by their process
+    } else {
+      WEFT_TRY(runtime::importMem(offer.desc, -1, &imported, from.c_str()));
+      base = (char*)imported.ptr();
+    }
+    for (int c = 0; c < comm->nChannels; ++c) {
+      if (!sendSimpleOnly_[c][p]) continue;
+      devPeers_[c][p].send.buffs[dev::kProtoSimple] = base + layout_.simpleOnlyBuffer(peerPlan, c, me);
+      WEFT_TRY(uploadEntry(c, p));
+    }
+    sendReady_[p] = true;
+    --pending_;
+    WEFT_INFO(log::kP2p, "rank %d: mapped the Simple-only point-to-point connections to rank %d", me, p);
+  }
+  return uploadStream_ ? runtime::streamSynchronize(uploadStream_) : ncclSuccess;
 }
 
 }  // namespace weft::transport

@@ -1,8 +1,18 @@
 // The P2P transport of one communicator: one shareable allocation per rank holding its counters
-// and receive buffers (conn_layout.h), mapped by every peer it talks to; from those mappings, the
-// DevPeer tables the kernels use. Peers in other processes map it through cuMem file descriptors
-// (or legacy CUDA IPC handles); peers in this process map it the same way when it is cuMem memory,
-// so that each rank's memory outlives every mapping of it regardless of destruction order.
+// and the buffers of its full receive connections (conn_layout.h), mapped by every peer it talks
+// to; from those mappings, the DevPeer tables the kernels use (host copies and device copies).
+// Peers in other processes map it through cuMem file descriptors (or legacy CUDA IPC handles);
+// peers in this process map it the same way when it is cuMem memory, so that each rank's memory
+// outlives every mapping of it regardless of destruction order.
+//
+// Simple-only connections (point-to-point between ranks that are no ring neighbours) get their
+// buffers on first use, as NCCL connects on first use (NCCL_RUNTIME_CONNECT=1, the default): at
+// the end of the first group whose point-to-point work between two ranks runs on them, the
+// receiver allocates one buffer for all of the sender's Simple-only channels and offers it (the
+// descriptor through the bootstrap, the fd through the fd endpoint); the sender maps it. Both
+// ends plan the same channels for a transfer (enqueue/planner.h), so both reach that group end.
+// The receiver never waits; the sender waits for the offer, within the setup deadline, giving up
+// on abort. NCCL_RUNTIME_CONNECT=0 makes every one of them at creation.
 #pragma once
 
 #include <memory>
@@ -10,6 +20,7 @@
 
 #include "core/status.h"
 #include "device/abi.h"
+#include "runtime/gpu.h"
 #include "runtime/ipc_mem.h"
 #include "runtime/shareable_alloc.h"
 #include "transport/p2p/conn_layout.h"
@@ -26,14 +37,34 @@ class P2pConnections {
   [[nodiscard]] static Status create(ncclComm* comm, std::unique_ptr<P2pConnections>* out);
   ~P2pConnections();
 
-  // DevPeer of every rank on channel c (entries without connections are zero).
+  // DevPeer of every rank on channel c (entries without connections are zero), on the host and
+  // in device memory (what dev::DevChannel::peers points to).
   const std::vector<dev::DevPeer>& devPeers(int channel) const { return devPeers_[channel]; }
+  dev::DevPeer* deviceTable(int channel) const { return deviceTables_[channel]; }
   size_t bytesPerRank() const { return local_.bytes(); }
+
+  // Does point-to-point work on (channel, peer) need a Simple-only connection that is not made
+  // yet? Cheap: false at once when every Simple-only connection is made (or there are none).
+  bool sendNeedsConnect(int channel, int peer) const {
+    return pending_ > 0 && sendSimpleOnly_[channel][peer] && !sendReady_[peer];
+  }
+  bool recvNeedsConnect(int channel, int peer) const {
+    return pending_ > 0 && recvSimpleOnly_[channel][peer] && !recvReady_[peer];
+  }
+  bool anyPending() const { return pending_ > 0; }
+  // First use, receiver side: allocates the buffers of each sender's Simple-only connections to
+  // this rank and offers them to it. Never waits for a peer.
+  [[nodiscard]] Status offerReceives(ncclComm* comm, const std::vector<int>& senders);
+  // First use, sender side: maps each receiver's offer. Call after offerReceives on every
+  // communicator of the group, since the offer may come from a rank that this thread drives.
+  [[nodiscard]] Status acceptSends(ncclComm* comm, const std::vector<int>& receivers);
 
  private:
   P2pConnections() = default;
   [[nodiscard]] Status mapPeers(ncclComm* comm, const std::vector<runtime::IpcMemDesc>& descs);
   void buildDevPeers(const ncclComm* comm);
+  [[nodiscard]] Status makeDeviceTables();
+  [[nodiscard]] Status uploadEntry(int channel, int peer);  // devPeers_[channel][peer] to the device table
 
   ConnLayout layout_;
   uint64_t jobKey_ = 0;
@@ -44,6 +75,16 @@ class P2pConnections {
   std::vector<runtime::ImportedMem> imported_;  // per rank (invalid when not mapped)
   std::vector<char*> peerBase_;                 // per rank: where its memory is visible to us
   std::vector<std::vector<dev::DevPeer>> devPeers_;
+  std::vector<dev::DevPeer*> deviceTables_;     // per channel, device memory
+
+  // Simple-only connections: [channel][peer] in each direction (the send side from the peer's
+  // plan), which peers' are made, and how many pairs-and-directions are still to make.
+  std::vector<std::vector<bool>> sendSimpleOnly_, recvSimpleOnly_;
+  std::vector<bool> sendReady_, recvReady_;
+  int pending_ = 0;
+  std::vector<runtime::ShareableAlloc> simpleOnlyLocal_;     // per sender: our buffers for it
+  std::vector<runtime::ImportedMem> simpleOnlyImported_;     // per receiver: its buffers for us
+  runtime::Stream uploadStream_ = nullptr;                   // device table updates
 };
 
 // Every rank this one has a connection with, in either direction, on any channel.
