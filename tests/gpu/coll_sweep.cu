@@ -200,12 +200,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (G <= 0) G = probe.deviceCount;
-  if (G > probe.deviceCount) {
-    std::printf("coll_sweep: FAIL: -g %d but only %d devices are visible\n", G, probe.deviceCount);
+  const char* sharing = std::getenv("NCCL_WEFT_ALLOW_GPU_SHARING");
+  if (G > probe.deviceCount && !(sharing && std::atoi(sharing) != 0)) {
+    std::printf("coll_sweep: FAIL: -g %d but only %d devices are visible (NCCL_WEFT_ALLOW_GPU_SHARING=1 lets ranks "
+                "share GPUs, for tests)\n", G, probe.deviceCount);
     return 2;
   }
+  o.devices = probe.deviceCount;
+  if (G > probe.deviceCount)
+    std::printf("coll_sweep: note: %d ranks share %d GPU(s) (rank r on GPU r %% %d)\n", G, probe.deviceCount,
+                probe.deviceCount);
   int minMajor = 1000;
-  for (int d = 0; d < G; ++d) minMajor = std::min(minMajor, probe.majors[d]);
+  for (int d = 0; d < std::min(G, probe.deviceCount); ++d) minMajor = std::min(minMajor, probe.majors[d]);
   o.fp8 = minMajor >= 9;
   std::printf("coll_sweep: library %s (ncclGetVersion %d), %d of %d GPUs, modes %s%s\n", probe.libraryPath.c_str(),
               probe.ncclVersion, G, probe.deviceCount, modeList.c_str(), o.quick ? ", quick" : "");

@@ -176,21 +176,27 @@ void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) 
   modes.push_back(cudaStreamCaptureModeThreadLocal);
   for (cudaStreamCaptureMode mode : modes) {
     const char* modeName = mode == cudaStreamCaptureModeGlobal ? "global" : "thread-local";
-    Case a;
-    a.coll = kAllReduce;
-    a.type = ncclFloat;
-    a.op = kSum;
-    a.count = 65537;
-    Case b;
-    b.coll = kSendRecvRing;
-    b.type = ncclFloat;
-    b.count = 65537;
-    const uint64_t offB = roundUp(areaBytesFor(a, n), 256);
-    std::vector<Placement> pa(L.size()), pb(L.size());
-    for (size_t l = 0; l < L.size(); ++l) {
-      pa[l] = place(a, L[l]->rank, n, L[l]->sendBase, L[l]->recvBase);
-      pb[l] = place(b, L[l]->rank, n, L[l]->sendBase + offB, L[l]->recvBase + offB);
+    // An all-reduce, a ring of sends and an all-to-all. Run before anything else on a new
+    // communicator (coll_sweep --no-selftest --no-sweep), the capture is where the all-to-all's
+    // point-to-point connections are made (first use).
+    std::vector<Case> cases(3);
+    cases[0].coll = kAllReduce;
+    cases[0].op = kSum;
+    cases[1].coll = kSendRecvRing;
+    cases[2].coll = kAlltoAll;
+    uint64_t offset = 0;
+    std::vector<uint64_t> offsets;
+    for (Case& c : cases) {
+      c.type = ncclFloat;
+      c.count = 65537;
+      offsets.push_back(offset);
+      offset += roundUp(areaBytesFor(c, n), 256);
     }
+    const size_t nc = cases.size();
+    std::vector<std::vector<Placement>> places(L.size(), std::vector<Placement>(nc));
+    for (size_t l = 0; l < L.size(); ++l)
+      for (size_t k = 0; k < nc; ++k)
+        places[l][k] = place(cases[k], L[l]->rank, n, L[l]->sendBase + offsets[k], L[l]->recvBase + offsets[k]);
     std::string why;
     std::vector<cudaGraph_t> graphs(L.size(), nullptr);
     std::vector<cudaGraphExec_t> execs(L.size(), nullptr);
@@ -202,10 +208,13 @@ void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) 
     if (why.empty()) {
       size_t l = 0;
       const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
-        const ncclResult_t r1 = issueCase(a, pa[l], ncclSum, x.rank, n, x.comm, x.stream);
-        const ncclResult_t r2 = issueCase(b, pb[l], ncclSum, x.rank, n, x.comm, x.stream);
+        ncclResult_t first = ncclSuccess;
+        for (size_t k = 0; k < nc; ++k) {
+          const ncclResult_t rk = issueCase(cases[k], places[l][k], ncclSum, x.rank, n, x.comm, x.stream);
+          if (first == ncclSuccess) first = rk;
+        }
         ++l;
-        return r1 != ncclSuccess ? r1 : r2;
+        return first;
       });
       if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
     }
@@ -225,36 +234,37 @@ void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) 
     if (pass) {
       for (RankCtx* x : L) {
         cudaSetDevice(x->dev);
-        cudaMemsetAsync(x->dRes, 0, sizeof(CheckResult) * 2 * kReplays, x->stream);
+        cudaMemsetAsync(x->dRes, 0, sizeof(CheckResult) * nc * kReplays, x->stream);
       }
       for (int it = 0; it < kReplays && pass; ++it) {
-        Case ca = a, cb = b;
-        ca.seed = o.seed * 31337 + 2 * it;  // new inputs every replay: a replay that did nothing fails
-        cb.seed = o.seed * 31337 + 2 * it + 1;
+        std::vector<Case> fresh = cases;
+        // new inputs every replay: a replay that did nothing fails
+        for (size_t k = 0; k < nc; ++k) fresh[k].seed = o.seed * 31337 + nc * it + k;
         for (size_t l = 0; l < L.size(); ++l) {
           RankCtx& x = *L[l];
           cudaSetDevice(x.dev);
-          prepareCase(ca, pa[l], paramsFor(ca, x.rank, n), x.stream, x.recvBase);
-          prepareCase(cb, pb[l], paramsFor(cb, x.rank, n), x.stream, x.recvBase + offB);
+          for (size_t k = 0; k < nc; ++k)
+            prepareCase(fresh[k], places[l][k], paramsFor(fresh[k], x.rank, n), x.stream, x.recvBase + offsets[k]);
           const cudaError_t e = cudaGraphLaunch(execs[l], x.stream);
           if (e != cudaSuccess) {
             why = std::string("cudaGraphLaunch: ") + cudaGetErrorString(e);
             pass = false;
           }
-          checkCase(ca, pa[l], paramsFor(ca, x.rank, n), x.dRes + 2 * it, x.stream, x.recvBase);
-          checkCase(cb, pb[l], paramsFor(cb, x.rank, n), x.dRes + 2 * it + 1, x.stream, x.recvBase + offB);
+          for (size_t k = 0; k < nc; ++k)
+            checkCase(fresh[k], places[l][k], paramsFor(fresh[k], x.rank, n), x.dRes + nc * it + k, x.stream,
+                      x.recvBase + offsets[k]);
         }
       }
       int bad = 0;
       for (RankCtx* x : L) {
-        if (!syncAndCopy(*x, 2 * kReplays, &why)) {
+        if (!syncAndCopy(*x, (int)(nc * kReplays), &why)) {
           pass = false;
           break;
         }
         for (int it = 0; it < kReplays; ++it) {
           const std::string ctx = std::string("graph replay ") + std::to_string(it) + ": ";
-          if (!evaluate(*x, a, x->hRes[2 * it], ctx.c_str())) ++bad;
-          if (!evaluate(*x, b, x->hRes[2 * it + 1], ctx.c_str())) ++bad;
+          for (size_t k = 0; k < nc; ++k)
+            if (!evaluate(*x, cases[k], x->hRes[nc * it + k], ctx.c_str())) ++bad;
         }
       }
       if (bad) {
@@ -267,7 +277,7 @@ void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) 
       if (execs[l]) cudaGraphExecDestroy(execs[l]);
       if (graphs[l]) cudaGraphDestroy(graphs[l]);
     }
-    addExtraAll(L, std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv, 100 replays",
+    addExtraAll(L, std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv ring + all-to-all, 100 replays",
                 pass ? 1 : 0, pass ? "every replay checked with fresh inputs" : why);
     watchNote(L[0]->rank, "extras: graph %s done", modeName);
   }

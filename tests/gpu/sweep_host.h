@@ -36,6 +36,8 @@ struct Options {
   uint64_t seed = 0x5eed;
   bool fp8 = true;                // decided from the devices (sm_90+)
   double abortLimitSec = 10;      // ncclCommAbort must return within this
+  int devices = 1;                // visible GPUs: rank r runs on GPU r % devices (more ranks than GPUs
+                                  // only with NCCL_WEFT_ALLOW_GPU_SHARING=1, a test-only setting)
 };
 
 struct Case {

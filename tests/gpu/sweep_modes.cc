@@ -175,7 +175,7 @@ Tally runOneThreadAllGpus(const Options& o, int G, bool initAll) {
   std::vector<RankCtx> ctx(G);
   std::vector<ncclComm_t> comms(G, nullptr);
   std::vector<int> devs(G);
-  for (int g = 0; g < G; ++g) devs[g] = g;
+  for (int g = 0; g < G; ++g) devs[g] = g % o.devices;
   const std::string initName = initAll ? "init: ncclCommInitAll" : "init: ncclGroupStart + ncclCommInitRank x N + ncclGroupEnd";
   watchNote(0, "%s", initName.c_str());
   const double t0 = nowSec();
@@ -187,7 +187,7 @@ Tally runOneThreadAllGpus(const Options& o, int G, bool initAll) {
     r = getUniqueId(&id);
     if (r == ncclSuccess) r = ncclGroupStart();
     for (int g = 0; g < G && r == ncclSuccess; ++g) {
-      cudaSetDevice(g);
+      cudaSetDevice(g % o.devices);
       r = ncclCommInitRank(&comms[g], G, id, g);
     }
     const ncclResult_t e = ncclGroupEnd();
@@ -204,7 +204,7 @@ Tally runOneThreadAllGpus(const Options& o, int G, bool initAll) {
   for (int g = 0; g < G; ++g) {
     ctx[g].rank = g;
     ctx[g].nranks = G;
-    ctx[g].dev = g;
+    ctx[g].dev = g % o.devices;
     ctx[g].comm = comms[g];
     L.push_back(&ctx[g]);
   }
@@ -236,8 +236,8 @@ Tally runThreadPerGpu(const Options& o, int G) {
       RankCtx& x = ctx[g];
       x.rank = g;
       x.nranks = G;
-      x.dev = g;
-      cudaSetDevice(g);
+      x.dev = g % o.devices;
+      cudaSetDevice(x.dev);
       watchNote(g, "ncclCommInitRank");
       const double t0 = nowSec();
       const ncclResult_t ir = ncclCommInitRank(&x.comm, G, id, g);
@@ -305,7 +305,7 @@ Tally runProcessPerGpu(const Options& o, int G) {
     RankCtx x;
     x.rank = g;
     x.nranks = G;
-    x.dev = g;
+    x.dev = g % o.devices;
     ncclUniqueId id;
     watchNote(g, "sharing the unique id");
     if (!ids.share(g, &id)) {
@@ -313,7 +313,7 @@ Tally runProcessPerGpu(const Options& o, int G) {
       std::fflush(stdout);
       _exit(2);
     }
-    cudaSetDevice(g);
+    cudaSetDevice(x.dev);
     watchNote(g, "ncclCommInitRank");
     const double t0 = nowSec();
     const ncclResult_t ir = ncclCommInitRank(&x.comm, G, id, g);

@@ -12,7 +12,7 @@ namespace sweep {
 
 namespace {
 
-constexpr int kSlots = 256;                     // cases per batch (one host sync per batch)
+constexpr int kSlots = 384;  // cases per batch (one host sync per batch); the CUDA graph extra checks 300
 constexpr uint64_t kBatchBytes = 4ull << 30;    // or this many bytes of regions, whichever comes first
 
 std::string formatElem(int type, uint64_t bits, double val, bool isFloat) {
