@@ -87,9 +87,25 @@ TEST(WorkMath, RecommendedChunkIsBoundedAndAligned) {
           EXPECT_GE(c, 1u);
           EXPECT_LE(c, simpleMaxChunkElems(step, es));
           EXPECT_EQ(c % grainElems(es), 0u);
-          EXPECT_GE(c * es, std::min<uint64_t>(kSimpleMinChunkBytes, simpleMaxChunkElems(step, es) * es));
+          if (func == kFuncBroadcast)
+            EXPECT_GE(c * es, std::min<uint64_t>(kSimpleMinChunkBytes, simpleMaxChunkElems(step, es) * es));
         }
   EXPECT_EQ(recommendedChunkElems(kFuncAllReduce, 2, 1ull << 28, 4, step), simpleMaxChunkElems(step, 4));
+}
+
+// Ring AllReduce/AllGather/ReduceScatter: a rank part of up to one step is one chunk; a larger
+// one gets chunks of at least one step. Broadcast/Reduce (chains) keep cutting parts into about
+// kSimpleTargetSlices chunks of at least kSimpleMinChunkBytes.
+TEST(WorkMath, RingChunksAreWholeRankPartsUpToOneStep) {
+  const uint64_t step = 512 * 1024, stepFloats = step / 4;
+  // all_reduce of 8 MiB over 32 channels on 2 ranks: 64 Ki floats per channel, 32 Ki per rank part
+  EXPECT_EQ(recommendedChunkElems(kFuncAllReduce, 2, 65536, 4, step), 32768u);
+  EXPECT_EQ(recommendedChunkElems(kFuncAllGather, 4, 1000, 4, step), 1000u);
+  EXPECT_EQ(recommendedChunkElems(kFuncReduceScatter, 8, 1001, 4, step), 1004u);  // grain: 4 floats
+  EXPECT_EQ(recommendedChunkElems(kFuncAllReduce, 2, 4 * stepFloats, 4, step), stepFloats);  // 2 steps per rank
+  EXPECT_EQ(recommendedChunkElems(kFuncAllReduce, 2, 16 * stepFloats, 4, step), 2 * stepFloats);
+  EXPECT_EQ(recommendedChunkElems(kFuncBroadcast, 2, 65536, 4, step), 16384u);
+  EXPECT_EQ(recommendedChunkElems(kFuncReduce, 2, 4096, 4, step), kSimpleMinChunkBytes / 4);
   EXPECT_EQ(p2pChunkElems(step, 4), step / 4);
 }
 
