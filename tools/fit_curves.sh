@@ -34,14 +34,15 @@ curve() {
 echo "# weft $(git -C "$(dirname "$0")/.." rev-parse --short HEAD 2>/dev/null), $G GPUs, $(date -u +%F)"
 curve allreduce ring LL graph 8 1M
 curve allreduce ring LL g2 4M 64M
+curve allreduce ring Simple graph 16K 1M
 curve allreduce ring Simple g2 2M 4G
 curve allreduce tree Simple g2 2M 4G
 curve allreduce tree LL graph 8 1M
-curve allreduce direct LL graph 8 1M
+curve allreduce direct LL graph 8 4M
 curve allreduce direct LL graph 8 4M NCCL_WEFT_DIRECT_TWO_SHOT=1 | sed 's/ direct ll / direct ll-twoshot /'
-curve allgather direct LL graph 8 1M
+curve allgather direct LL graph 8 8M
 if [ "${NCCL_WEFT_ENABLE_LL128:-0}" != 0 ]; then
   curve allreduce ring LL128 graph 8 1M
   curve allreduce ring LL128 g2 2M 1G
 fi
-for f in broadcast reduce allgather reducescatter; do curve $f ring Simple g2 8M 2G; done
+for f in broadcast reduce allgather reducescatter; do curve $f ring Simple g2 1M 2G; done

@@ -47,8 +47,11 @@ struct TuningConstants {
   int threadThreshold[dev::kNumAlgos][dev::kNumProtos];  // Ring/LL: multiplied by nRanks
   int maxThreads[dev::kNumProtos];
 
-  // The fitted defaults.
+  // The defaults fitted to NCCL's measurements (tests/unit/data/tuning-fit.md).
   static TuningConstants defaults();
+  // defaults() with the fixed costs and Direct's bandwidth of weft's own kernels where they differ
+  // (tuning_constants.cc kWeftKernelCalibration): what communicators start from.
+  static TuningConstants weftCalibrated();
 };
 
 // Applies "key = value" settings to *k. Lines (or ';'-separated items) that are empty or start
@@ -59,7 +62,7 @@ struct TuningConstants {
 // Every constant as "key = value" lines that parseTuningText reads back to the same values.
 std::string formatTuningConstants(const TuningConstants& k);
 
-// defaults(), then NCCL_WEFT_TUNING_FILE, then NCCL_WEFT_TUNING. A file that cannot be read or a
+// weftCalibrated(), then NCCL_WEFT_TUNING_FILE, then NCCL_WEFT_TUNING. A file that cannot be read or a
 // setting that does not parse is WARNed about and skipped as a whole.
 TuningConstants tuningConstantsFromEnv();
 

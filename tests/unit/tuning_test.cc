@@ -471,7 +471,7 @@ TEST(TuningConstantsText, EnvironmentFileThenInlineSettings) {
   param::resetForTesting();
   log::clearLastError();
   k = tuningConstantsFromEnv();
-  EXPECT_EQ(k.baseUs[kRing][kLL], TuningConstants::defaults().baseUs[kRing][kLL]);
+  EXPECT_EQ(k.baseUs[kRing][kLL], TuningConstants::weftCalibrated().baseUs[kRing][kLL]);
   EXPECT_EQ(k.baseUs[kRing][kSimple], 3.75);
   EXPECT_NE(std::strstr(log::lastErrorOfThread(), "bogus.key"), nullptr) << log::lastErrorOfThread();
 
@@ -480,7 +480,7 @@ TEST(TuningConstantsText, EnvironmentFileThenInlineSettings) {
   param::resetForTesting();
   log::clearLastError();
   k = tuningConstantsFromEnv();
-  EXPECT_TRUE(sameConstants(k, TuningConstants::defaults()));
+  EXPECT_TRUE(sameConstants(k, TuningConstants::weftCalibrated()));
   EXPECT_NE(std::strstr(log::lastErrorOfThread(), "weft-tuning.conf"), nullptr);
 
   unsetenv("NCCL_WEFT_TUNING_FILE");
@@ -498,4 +498,38 @@ TEST(TuningConstantsText, RefittedConstantsChangeTheChoice) {
   ASSERT_EQ(parseTuningText("base.ring.simple = 2; step.ring.simple = 0.2", &k, &why), ncclSuccess);
   ASSERT_EQ(selectAlgoProto(h200x2(), k, kAr, 8 << 20, &c), ncclSuccess);
   EXPECT_EQ(c.proto, kSimple);
+}
+
+// weft's calibration overlays three constants of the NCCL fit, and with it the model picks on the
+// 2xH200 machine (weft's 32 channels, every one a mesh channel) what weft's kernels measured
+// fastest there (session 9): Direct/LL for small all_reduce/all_gather, Ring/Simple from 2 MiB
+// (all_reduce) and 4 MiB (all_gather), Ring/LL for small reduce_scatter.
+TEST(Tuning, WeftCalibrationMovesTheCrossoversToWhatWeftsKernelsMeasured) {
+  const TuningConstants nccl = TuningConstants::defaults(), weft = TuningConstants::weftCalibrated();
+  TuningConstants expected = nccl;
+  expected.baseUs[kRing][kLL] = 8.6;
+  expected.baseUs[kRing][kSimple] = 5.8;
+  expected.bwEff[dev::kAlgoDirect][kLL] = 0.435;
+  EXPECT_TRUE(sameConstants(weft, expected));
+  EXPECT_FALSE(sameConstants(weft, nccl));
+
+  TuningInput in = h200x2();
+  in.maxChannels = 32;
+  in.meshChannels = 32;
+  for (uint32_t& pairs : in.supported) pairs &= ~(pairBit(kRing, kLL128) | pairBit(kTree, kLL128));  // LL128 is off
+  auto choose = [&](const TuningConstants& k, int func, size_t bytes) {
+    TuningChoice c;
+    EXPECT_EQ(selectAlgoProto(in, k, func, bytes, &c), ncclSuccess);
+    return std::make_pair(c.algo, c.proto);
+  };
+  const auto direct = std::make_pair((int)dev::kAlgoDirect, kLL), ringSimple = std::make_pair(kRing, kSimple);
+  EXPECT_EQ(choose(weft, kAr, 8), direct);
+  EXPECT_EQ(choose(weft, kAr, 512 << 10), direct);
+  EXPECT_EQ(choose(weft, kAr, 2 << 20), ringSimple);
+  EXPECT_EQ(choose(nccl, kAr, 2 << 20), direct);  // what the NCCL fit alone picked (0.96x NCCL there)
+  EXPECT_EQ(choose(weft, kAr, 4 << 20), ringSimple);
+  EXPECT_EQ(choose(weft, kAg, 1 << 20), direct);
+  EXPECT_EQ(choose(weft, kAg, 4 << 20), ringSimple);
+  EXPECT_EQ(choose(weft, dev::kFuncReduceScatter, 64 << 10), std::make_pair(kRing, kLL));
+  EXPECT_EQ(choose(weft, dev::kFuncReduceScatter, 4 << 20), ringSimple);
 }
