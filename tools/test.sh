@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (packages), builds weft (library, device code, unit tests, GPU test
-# programs, tools) and runs the unit tests; then builds the HIP/ROCm variant (librccl.so.1 for gfx90a
-# and gfx940, compile only: no AMD GPU here) in <build-dir>-hip and runs its checks.
+# programs, tools) and, side by side, the HIP/ROCm variant (librccl.so.1 for gfx90a and gfx940, compile
+# only: no AMD GPU here) in <build-dir>-hip; then runs the unit tests and the HIP build's checks.
 # Usage: tools/test.sh [build-dir]
 # Environment: WEFT_SETUP_HIP=0 skips the HIP build. WEFT_TEST_HIP_ARCHS (e.g. gfx90a) compiles the
 # HIP device code for those targets only, and WEFT_TEST_HIP_DEBUG=0 compiles it without -g: clang
@@ -16,9 +16,12 @@ export WEFT_SETUP_HIP="${WEFT_SETUP_HIP:-1}"
 source "$here/tools/setup.sh"
 
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_TESTS=ON
-cmake --build "$build" -j"$(nproc)"
-(cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
 
+# The two builds run side by side: each spends minutes in one big device-code file on one core
+# (nvcc on src/device/kernel.cu, clang on its HIP twin) while its other jobs are done, so together
+# they keep the cores busy. The unit tests run after both, on an idle machine (some time out).
+hip_pid=""
+trap 'if [ -n "$hip_pid" ]; then pkill -TERM -P "$hip_pid" 2>/dev/null; kill "$hip_pid" 2>/dev/null; fi; true' EXIT  # a failed CUDA build stops it
 if [ "$WEFT_SETUP_HIP" = 1 ]; then
   hip_start=$SECONDS
   # The cache keeps -D values: pass the defaults too, so that a reused build folder gets what is asked.
@@ -26,7 +29,23 @@ if [ "$WEFT_SETUP_HIP" = 1 ]; then
   if [ "${WEFT_TEST_HIP_DEBUG:-1}" = 0 ]; then hip_flags="-O2 -DNDEBUG"; fi
   cmake -S "$here" -B "$build-hip" -G Ninja -DWEFT_GPU=HIP -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_TESTS=ON \
     "-DWEFT_HIP_ARCHS=${WEFT_TEST_HIP_ARCHS:-gfx90a;gfx940}" "-DCMAKE_HIP_FLAGS_RELWITHDEBINFO=$hip_flags"
-  cmake --build "$build-hip" -j"$(nproc)"
+  hip_log="$build-hip/weft-build.log"
+  cmake --build "$build-hip" -j"$(nproc)" > "$hip_log" 2>&1 &
+  hip_pid=$!
+fi
+build_start=$SECONDS
+cmake --build "$build" -j"$(nproc)"
+echo "weft: CUDA build took $((SECONDS - build_start)) s"
+if [ -n "$hip_pid" ]; then
+  if ! wait "$hip_pid"; then
+    echo "weft: the HIP build failed; the end of its log ($hip_log):" >&2
+    tail -n 60 "$hip_log" >&2
+    exit 1
+  fi
+  echo "weft: HIP build done $((SECONDS - hip_start)) s after it started (log: $hip_log)"
+fi
+(cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
+if [ -n "$hip_pid" ]; then
   (cd "$build-hip" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
   echo "weft: HIP build and checks took $((SECONDS - hip_start)) s"
 fi
