@@ -11,7 +11,8 @@
 # (busbw ratios 256 KiB - 1 GiB), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
-# end-state check), multi, full and multiperf (machines of more than two GPUs).
+# end-state check), multi, full and multiperf (machines of more than two GPUs), shared (3 and 4
+# ranks sharing the GPUs).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -97,12 +98,44 @@ lat() {  # label "VAR=value ..." lib weft-perf-args...
     grep -E "^ +[0-9]+ " | awk '{printf "%s:%s ", $1, $6} END{print ""}'
 }
 VARIANTS=${VARIANTS:-"nccl:$NCCL:X=1 weft:$B:X=1"}
-perfv() {  # label ops -b -e -f -n: every "label:lib:VAR=value" of $VARIANTS (nccl first)
+perfv() {  # label ops -b -e -f -n: every "label:lib:VAR=value+VAR=value" of $VARIANTS (nccl first)
   for v in $VARIANTS; do
     IFS=: read -r label lib envs <<< "$v"; echo "### $label" >> $L/$1.log
-    env $envs LD_LIBRARY_PATH=$lib timeout 200 $B/tools/weft-perf $2 -g $NG -b $3 -e $4 -f $5 -c 0 -n $6 -w 2 >> $L/$1.log 2>&1
+    env ${envs//+/ } LD_LIBRARY_PATH=$lib timeout 200 $B/tools/weft-perf $2 ${PERF_MODE:--g $NG} -b $3 -e $4 -f $5 -c 0 -n $6 -w 2 >> $L/$1.log 2>&1
   done
   python3 tools/ratio_table.py $L/$1.log --ops $2
+}
+# Mid sizes (256 KiB - 64 MiB, the protocols issue's bar: >= 1.0x NCCL): weft's default against
+# forced protocols and channel counts, the tuner's picks.
+stage_midscan() {
+  local ll128="NCCL_WEFT_ENABLE_LL128=1+NCCL_PROTO=LL128+NCCL_ALGO=ring"
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 ll128:$B:$ll128 ll:$B:NCCL_PROTO=LL+NCCL_ALGO=ring simple:$B:NCCL_PROTO=Simple+NCCL_ALGO=ring \
+    simple32:$B:NCCL_PROTO=Simple+NCCL_ALGO=ring+NCCL_MIN_NCHANNELS=32 ll128tuned:$B:NCCL_WEFT_ENABLE_LL128=1" \
+    perfv midscan all_reduce,all_gather,reduce_scatter 256K 64M 2 40
+  echo "== tuner picks (weft, all_reduce -g $NG), default and with LL128 allowed"
+  for e in "X=1" "NCCL_WEFT_ENABLE_LL128=1"; do
+    env $e NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 256K -e 64M -f 2 -c 0 -n 1 -w 0 -g $NG 2>&1 |
+      grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -10
+  done
+}
+# Where Ring/Simple should take over from Direct/LL (all_reduce, one thread per GPU).
+stage_crossover() {
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 direct:$B:NCCL_ALGO=allreduce:direct ringll:$B:NCCL_ALGO=ring+NCCL_PROTO=LL \
+    ringsimple:$B:NCCL_ALGO=ring+NCCL_PROTO=Simple" PERF_MODE="-t $NG -g 1" perfv crossover all_reduce 16K 8M 2 200
+}
+# A candidate set of tuning constants (TUNE, NCCL_WEFT_TUNING syntax) against the defaults and NCCL.
+stage_tunecheck() {
+  local t="NCCL_WEFT_TUNING=${TUNE:-base.ring.ll=8.6;base.ring.simple=5.8;bweff.direct.ll=0.435}"
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 tuned:$B:$t" perfv tunemid all_reduce,all_gather,reduce_scatter,broadcast,reduce 64K 64M 2 60
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 tuned:$B:$t" PERF_MODE="-t $NG -g 1" perfv tunet2 all_reduce,all_gather,reduce_scatter 64K 16M 2 200
+  echo "== latency, us (all_reduce 8 B - 64 KiB)"
+  for m in "-t $NG -g 1" "-t $NG -g 1 -G 10"; do lat nccl "X=1" $NCCL $m; lat weft "X=1" $B $m; lat tuned "$t" $B $m; done
+  echo "== tuner picks with the candidate (all_reduce, all_gather, reduce_scatter, broadcast, reduce; -g $NG)"
+  for op in all_reduce all_gather reduce_scatter broadcast reduce; do
+    env "$t" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf $op -b 8 -e 64M -f 4 -c 0 -n 1 -w 0 -g $NG 2>&1 |
+      grep -oE "[A-Za-z]+: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | sed -E 's/^([A-Za-z]+): ([0-9]+) Bytes.*\(([^,]+),.*/\1 \2 \3/' |
+      awk '{o=$1; printf "%s:%s ", $2, $3} END {print " (" o ")"}'
+  done
 }
 stage_fit() { bash tools/fit_curves.sh $B $NG | tee $L/fit.txt; }
 # Session 7: where a latency-bound launch spends its time. tools/launch_floor.cu times small
@@ -184,6 +217,34 @@ stage_multi() {
     > $L/graph.log 2>&1; echo "graph dump rc=$?"; grep -iE "ring|tree|channels|pattern" $L/graph.log | head -16
   sweeps_all
   SWG=$((NG - 1)) sw odd "X=1" -m threads,procs
+}
+# More ranks than GPUs (NCCL_WEFT_ALLOW_GPU_SHARING=1, test-only): 4 ranks on one or two GPUs
+# exercise what two ranks never do: pairs that are no ring neighbours, whose Simple-only
+# point-to-point connections are made on first use (NCCL_RUNTIME_CONNECT=1) or at creation (=0).
+# firstuse: the extras run first on new communicators, so a captured all-to-all makes them.
+# Process per rank only: ranks sharing a GPU inside one process hang at their first collective
+# (2xH200, session 9; threads mode, not investigated: NCCL refuses shared GPUs altogether).
+stage_shared() {
+  local p2p=AlltoAll,Gather,Scatter,SendRecvRing,SendRecvMany,SendRecvSelf sh=NCCL_WEFT_ALLOW_GPU_SHARING=1
+  SWG=4 sw shared4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs
+  grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*|mapped the Simple-only.*)" $L/sw-shared4.log | sort | uniq -c | head -8
+  SWG=4 sw eager4 "$sh NCCL_RUNTIME_CONNECT=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs --colls $p2p
+  grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*)" $L/sw-eager4.log | sort | uniq -c | head -4
+  SWG=4 sw firstuse4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P" -m procs --no-selftest --no-sweep
+  grep -hE "CUDA graph|made the Simple-only" $L/sw-firstuse4.log | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -8
+}
+# Session 9: ReduceScatter bfloat16 min, count 2^20+1, failed once at 4 ranks sharing 2 GPUs.
+stage_rsrace() {
+  local sh=NCCL_WEFT_ALLOW_GPU_SHARING=1 one="--colls ReduceScatter --types bfloat16 --ops min --counts 1048577 --no-extras --no-selftest"
+  local old="NCCL_WEFT_TUNING=base.ring.ll=4.284;base.ring.simple=11.594;bweff.direct.ll=0.6836"
+  for i in 1 2 3 4 5; do SWG=4 sw rs4-$i "$sh" -m procs $one; done
+  SWG=4 sw rs4all "$sh" -m procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest
+  SWG=4 sw rs4old "$sh $old" -m procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest
+  SWG=4 sw rs4gen "$sh NCCL_WEFT_SPECIAL_KERNELS=0" -m procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest
+  SWG=4 sw rs4ll "$sh NCCL_PROTO=LL" -m procs --colls ReduceScatter --no-extras --no-selftest
+  for i in 1 2 3; do sw rs2-$i "X=1" -m threads,procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest; done
+  env timeout 200 $B/tests/gpu/coll_sweep -g $NG --timeout 60 -m threads --colls ReduceScatter,AllReduce,AllGather --no-extras > $L/sw-rs2full.log 2>&1
+  echo "full ReduceScatter/AllReduce/AllGather -g $NG rc=$?"; grep -E "FAIL|no progress" $L/sw-rs2full.log | head -4
 }
 stage_full() {
   env timeout ${FULL_S:-500} $B/tests/gpu/coll_sweep -g $NG --timeout 60 -m ${FULL_MODES:-threads} > $L/sw-full.log 2>&1
