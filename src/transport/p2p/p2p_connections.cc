@@ -233,12 +233,18 @@ Status P2pConnections::makeDeviceTables() {
   return ncclSuccess;
 }
 
-// No kernel reads the entry meanwhile: it only serves the connection being made. A stream of our
-// own keeps the copy away from the user's streams (which may be capturing).
-Status P2pConnections::uploadEntry(int channel, int peer) {
+// Writes the Simple buffer pointer of one direction of (channel, peer) into the device table, and
+// nothing else: the entry's other fields are the kernels' (ConnInfo::step is saved there at every
+// kernel's end, and the other direction may be a ring connection in use), so rewriting the whole
+// entry from the host copy would reset a live step counter. No kernel reads this pointer before
+// the connection is made. A stream of our own keeps the copy away from the user's streams (which
+// may be capturing).
+Status P2pConnections::uploadSimpleBuffer(int channel, int peer, bool send) {
   if (uploadStream_ == nullptr) WEFT_TRY(runtime::streamCreate(&uploadStream_));
-  return runtime::deviceMemcpyAsync(deviceTables_[channel] + peer, &devPeers_[channel][peer], sizeof(dev::DevPeer),
-                                    uploadStream_);
+  const dev::ConnInfo& host = send ? devPeers_[channel][peer].send : devPeers_[channel][peer].recv;
+  dev::ConnInfo* device = send ? &deviceTables_[channel][peer].send : &deviceTables_[channel][peer].recv;
+  return runtime::deviceMemcpyAsync(&device->buffs[dev::kProtoSimple], &host.buffs[dev::kProtoSimple],
+                                    sizeof(char*), uploadStream_);
 }
 
 Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& senders) {
@@ -263,7 +269,7 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
     for (int c = 0; c < comm->nChannels; ++c) {
       if (!recvSimpleOnly_[c][p]) continue;
       devPeers_[c][p].recv.buffs[dev::kProtoSimple] = (char*)alloc.ptr() + layout_.simpleOnlyBuffer(comm->connPlan, c, p);
-      WEFT_TRY(uploadEntry(c, p));
+      WEFT_TRY(uploadSimpleBuffer(c, p, /*send=*/false));
     }
     recvReady_[p] = true;
     --pending_;
@@ -311,7 +317,7 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
     for (int c = 0; c < comm->nChannels; ++c) {
       if (!sendSimpleOnly_[c][p]) continue;
       devPeers_[c][p].send.buffs[dev::kProtoSimple] = base + layout_.simpleOnlyBuffer(peerPlan, c, me);
-      WEFT_TRY(uploadEntry(c, p));
+      WEFT_TRY(uploadSimpleBuffer(c, p, /*send=*/true));
     }
     sendReady_[p] = true;
     --pending_;

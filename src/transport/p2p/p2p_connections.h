@@ -64,7 +64,8 @@ class P2pConnections {
   [[nodiscard]] Status mapPeers(ncclComm* comm, const std::vector<runtime::IpcMemDesc>& descs);
   void buildDevPeers(const ncclComm* comm);
   [[nodiscard]] Status makeDeviceTables();
-  [[nodiscard]] Status uploadEntry(int channel, int peer);  // devPeers_[channel][peer] to the device table
+  // devPeers_[channel][peer]'s Simple buffer of one direction to the device table (only that field).
+  [[nodiscard]] Status uploadSimpleBuffer(int channel, int peer, bool send);
 
   ConnLayout layout_;
   uint64_t jobKey_ = 0;
