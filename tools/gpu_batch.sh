@@ -189,7 +189,8 @@ clients() {
   echo "settings mismatch rc=$?"; grep -E "^(FAIL|PASS mismatch rank 0)" $L/mismatch.log | head -3
 }
 
-# The end state: latency (PDL on and off), host time per call, every sweep, busbw against NCCL.
+# The end state: latency (PDL on and off), host time per call, every sweep (and 4 ranks on the
+# GPUs when there are fewer than 4), busbw against NCCL.
 stage_final() {
   echo "== latency, us (all_reduce 8 B - 64 KiB); weft-nopdl = NCCL_WEFT_PDL=0"
   for m in "-t $NG -g 1" "-t $NG -g 1 -G 10" "-t 1 -g 1 -G 10"; do
@@ -197,6 +198,7 @@ stage_final() {
   done
   host_time
   sweeps_all
+  if [ "$NG" -lt 4 ]; then stage_shared; fi  # the only 4-rank coverage on small machines
   perfv big broadcast,reduce,sendrecv,alltoall,all_reduce,all_gather,reduce_scatter 64M 1G 4 8
   perfv mid all_reduce,all_gather,reduce_scatter,broadcast,reduce 256K 64M 4 40
 }
@@ -245,6 +247,10 @@ stage_rsrace() {
   for i in 1 2 3; do sw rs2-$i "X=1" -m threads,procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest; done
   env timeout 200 $B/tests/gpu/coll_sweep -g $NG --timeout 60 -m threads --colls ReduceScatter,AllReduce,AllGather --no-extras > $L/sw-rs2full.log 2>&1
   echo "full ReduceScatter/AllReduce/AllGather -g $NG rc=$?"; grep -E "FAIL|no progress" $L/sw-rs2full.log | head -4
+}
+# The quick sweep at 4 shared ranks, REPEAT times (how often does call 6's failure come back?).
+stage_sharedloop() {
+  for i in $(seq ${REPEAT:-5}); do SWG=4 sw loop4-$i "NCCL_WEFT_ALLOW_GPU_SHARING=1" -m procs --no-extras; done
 }
 stage_full() {
   env timeout ${FULL_S:-500} $B/tests/gpu/coll_sweep -g $NG --timeout 60 -m ${FULL_MODES:-threads} > $L/sw-full.log 2>&1
