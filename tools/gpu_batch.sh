@@ -11,8 +11,9 @@
 # (busbw ratios 256 KiB - 1 GiB), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
-# end-state check), multi, full and multiperf (machines of more than two GPUs), shared (3 and 4
-# ranks sharing the GPUs).
+# end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
+# sharedloop (4 ranks sharing the GPUs, process per rank; REPEAT=n), midscan / crossover / tunecheck
+# (mid-size protocol and tuning comparisons; TUNE= a candidate NCCL_WEFT_TUNING), rsrace.
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
