@@ -21,7 +21,9 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_B
 # (nvcc on src/device/kernel.cu, clang on its HIP twin) while its other jobs are done, so together
 # they keep the cores busy. The unit tests run after both, on an idle machine (some time out).
 hip_pid=""
-trap 'if [ -n "$hip_pid" ]; then pkill -TERM -P "$hip_pid" 2>/dev/null; kill "$hip_pid" 2>/dev/null; fi; true' EXIT  # a failed CUDA build stops it
+hip_built=0
+# A failed CUDA build stops the HIP one. (errexit holds inside the trap too: every command must succeed.)
+trap 'if [ -n "$hip_pid" ]; then pkill -TERM -P "$hip_pid" 2>/dev/null || true; kill "$hip_pid" 2>/dev/null || true; fi' EXIT
 if [ "$WEFT_SETUP_HIP" = 1 ]; then
   hip_start=$SECONDS
   # The cache keeps -D values: pass the defaults too, so that a reused build folder gets what is asked.
@@ -37,15 +39,19 @@ build_start=$SECONDS
 cmake --build "$build" -j"$(nproc)"
 echo "weft: CUDA build took $((SECONDS - build_start)) s"
 if [ -n "$hip_pid" ]; then
-  if ! wait "$hip_pid"; then
+  hip_status=0
+  wait "$hip_pid" || hip_status=$?
+  hip_pid=""
+  if [ "$hip_status" != 0 ]; then
     echo "weft: the HIP build failed; the end of its log ($hip_log):" >&2
     tail -n 60 "$hip_log" >&2
     exit 1
   fi
+  hip_built=1
   echo "weft: HIP build done $((SECONDS - hip_start)) s after it started (log: $hip_log)"
 fi
 (cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
-if [ -n "$hip_pid" ]; then
+if [ "$hip_built" = 1 ]; then
   (cd "$build-hip" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
   echo "weft: HIP build and checks took $((SECONDS - hip_start)) s"
 fi
