@@ -13,7 +13,7 @@
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
 # sharedloop (4 ranks sharing the GPUs, process per rank; REPEAT=n), midscan / crossover / tunecheck
-# (mid-size protocol and tuning comparisons; TUNE= a candidate NCCL_WEFT_TUNING), rsrace.
+# (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a candidate NCCL_WEFT_TUNING).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -126,7 +126,7 @@ stage_crossover() {
 }
 # A candidate set of tuning constants (TUNE, NCCL_WEFT_TUNING syntax) against the defaults and NCCL.
 stage_tunecheck() {
-  local t="NCCL_WEFT_TUNING=${TUNE:-base.ring.ll=8.6;base.ring.simple=5.8;bweff.direct.ll=0.435}"
+  local t="NCCL_WEFT_TUNING=${TUNE:?set TUNE to the candidate, e.g. TUNE=\"base.ring.ll=8.6;bweff.direct.ll=0.435\"}"
   VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 tuned:$B:$t" perfv tunemid all_reduce,all_gather,reduce_scatter,broadcast,reduce 64K 64M 2 60
   VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 tuned:$B:$t" PERF_MODE="-t $NG -g 1" perfv tunet2 all_reduce,all_gather,reduce_scatter 64K 16M 2 200
   echo "== latency, us (all_reduce 8 B - 64 KiB)"
@@ -236,20 +236,7 @@ stage_shared() {
   SWG=4 sw firstuse4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P" -m procs --no-selftest --no-sweep
   grep -hE "CUDA graph|made the Simple-only" $L/sw-firstuse4.log | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -8
 }
-# Session 9: ReduceScatter bfloat16 min, count 2^20+1, failed once at 4 ranks sharing 2 GPUs.
-stage_rsrace() {
-  local sh=NCCL_WEFT_ALLOW_GPU_SHARING=1 one="--colls ReduceScatter --types bfloat16 --ops min --counts 1048577 --no-extras --no-selftest"
-  local old="NCCL_WEFT_TUNING=base.ring.ll=4.284;base.ring.simple=11.594;bweff.direct.ll=0.6836"
-  for i in 1 2 3 4 5; do SWG=4 sw rs4-$i "$sh" -m procs $one; done
-  SWG=4 sw rs4all "$sh" -m procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest
-  SWG=4 sw rs4old "$sh $old" -m procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest
-  SWG=4 sw rs4gen "$sh NCCL_WEFT_SPECIAL_KERNELS=0" -m procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest
-  SWG=4 sw rs4ll "$sh NCCL_PROTO=LL" -m procs --colls ReduceScatter --no-extras --no-selftest
-  for i in 1 2 3; do sw rs2-$i "X=1" -m threads,procs --colls ReduceScatter,AllReduce,AllGather --no-extras --no-selftest; done
-  env timeout 200 $B/tests/gpu/coll_sweep -g $NG --timeout 60 -m threads --colls ReduceScatter,AllReduce,AllGather --no-extras > $L/sw-rs2full.log 2>&1
-  echo "full ReduceScatter/AllReduce/AllGather -g $NG rc=$?"; grep -E "FAIL|no progress" $L/sw-rs2full.log | head -4
-}
-# The quick sweep at 4 shared ranks, REPEAT times (how often does call 6's failure come back?).
+# The quick sweep at 4 shared ranks, REPEAT times (session 9: a reset step counter showed in 3 runs of 6).
 stage_sharedloop() {
   for i in $(seq ${REPEAT:-5}); do SWG=4 sw loop4-$i "NCCL_WEFT_ALLOW_GPU_SHARING=1" -m procs --no-extras; done
 }

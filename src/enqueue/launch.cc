@@ -218,10 +218,16 @@ void peersToConnect(const CommLaunches& c, std::vector<int>* senders, std::vecto
 // its receive buffers before any waits for a peer's offer, since one thread may drive both ends.
 // A communicator that fails launches nothing (its kernels would find no buffer).
 Status connectOnFirstUse(std::vector<CommLaunches>& all) {
+  auto mayConnect = [](const CommLaunches& c) {
+    return !c.launches.empty() && c.comm->p2p && c.comm->p2p->anyPending();
+  };
+  // Every launch passes here: once all connections are made (always, with two ranks) it costs
+  // one check per communicator and allocates nothing.
+  if (std::none_of(all.begin(), all.end(), mayConnect)) return ncclSuccess;
   std::vector<std::vector<int>> senders(all.size()), receivers(all.size());
   bool any = false;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].launches.empty() || !all[i].comm->p2p || !all[i].comm->p2p->anyPending()) continue;
+    if (!mayConnect(all[i])) continue;
     peersToConnect(all[i], &senders[i], &receivers[i]);
     any = any || !senders[i].empty() || !receivers[i].empty();
   }
