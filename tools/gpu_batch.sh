@@ -225,11 +225,15 @@ stage_multi() {
 # exercise what two ranks never do: pairs that are no ring neighbours, whose Simple-only
 # point-to-point connections are made on first use (NCCL_RUNTIME_CONNECT=1) or at creation (=0).
 # firstuse: the extras run first on new communicators, so a captured all-to-all makes them.
-# Process per rank only: ranks sharing a GPU inside one process hang at their first collective
-# (2xH200, session 9; threads mode, not investigated: NCCL refuses shared GPUs altogether).
+# threads4: ranks sharing a GPU inside one process, so one CUDA context. They hung at their first
+# collectives until weft (and the sweep) loaded their kernels and raised the stack limit before the
+# first launch (session 10). Without the extras: those create, split, destroy and abort
+# communicators, whose CUDA calls may wait for the whole context while another rank's kernel waits
+# for the calling rank (NCCL refuses shared GPUs outright; procs mode runs the extras).
 stage_shared() {
   local p2p=AlltoAll,Gather,Scatter,SendRecvRing,SendRecvMany,SendRecvSelf sh=NCCL_WEFT_ALLOW_GPU_SHARING=1
   SWG=4 sw shared4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs
+  SWG=4 sw threads4 "$sh" -m threads --no-extras
   grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*|mapped the Simple-only.*)" $L/sw-shared4.log | sort | uniq -c | head -8
   SWG=4 sw eager4 "$sh NCCL_RUNTIME_CONNECT=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs --colls $p2p
   grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*)" $L/sw-eager4.log | sort | uniq -c | head -4

@@ -16,6 +16,7 @@
 #include "core/rank_agreement.h"
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
+#include "device/special_kernels.h"
 #include "enqueue/launch.h"
 #include "graph/algo_proto_env.h"
 #include "graph/tuning_input.h"
@@ -160,6 +161,23 @@ Status exchangePeerInfo(ncclComm* comm) {
   return ncclSuccess;
 }
 
+// Every kernel a launch may pick is loaded at creation, and the device's stack limit covers the
+// largest of them, as NCCL does: otherwise the first launch of a kernel may wait for the device to
+// go idle (runtime::loadKernel) while another rank's kernel there waits for ours.
+Status loadKernels() {
+  size_t stack = 0;
+  auto load = [&stack](const void* fn) -> Status {
+    size_t bytes = 0;
+    if (fn != nullptr) WEFT_TRY(runtime::loadKernel(fn, &bytes));
+    stack = std::max(stack, bytes);
+    return ncclSuccess;
+  };
+  for (int p = 0; p < dev::kNumProtos; ++p) WEFT_TRY(load(dev::kernelFunction((dev::Proto)p)));
+  for (int kind = dev::kSpecialNone + 1; kind < dev::kNumSpecialKernels; ++kind)
+    WEFT_TRY(load(dev::specialKernelFunction(kind)));
+  return runtime::reserveStack(stack);
+}
+
 Status setupDeviceState(ncclComm* comm) {
   // Host-mapped flags and the work FIFO.
   void* host = nullptr;
@@ -227,6 +245,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   comm->nRanks = nRanks;
   comm->cudaDev = cudaDev;
   WEFT_TRY(runtime::setDevice(cudaDev));
+  WEFT_TRY(loadKernels());
   runtime::DeviceProps props;
   WEFT_TRY(runtime::deviceProps(cudaDev, &props));
   comm->busId = props.busId;

@@ -384,6 +384,26 @@ Status launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t
   return ncclSuccess;
 }
 
+Status loadKernel(const void* func, size_t* localBytesPerThread) {
+  cudaFuncAttributes attributes{};
+  WEFT_CUDA_TRY(cudaFuncGetAttributes(&attributes, func));
+  *localBytesPerThread = attributes.localSizeBytes;
+  return ncclSuccess;
+}
+
+Status reserveStack(size_t bytes) {
+#if defined(WEFT_GPU_HIP)
+  (void)bytes;  // ROCm sizes scratch per launch without a context-wide wait
+#else
+  size_t current = 0;
+  WEFT_CUDA_TRY(cudaDeviceGetLimit(&current, cudaLimitStackSize));
+  if (bytes <= current) return ncclSuccess;
+  WEFT_CUDA_TRY(cudaDeviceSetLimit(cudaLimitStackSize, bytes));
+  WEFT_INFO(log::kInit, "per-thread stack limit raised from %zu to %zu bytes for weft's kernels", current, bytes);
+#endif
+  return ncclSuccess;
+}
+
 Status funcSetMaxDynamicSmem(const void* func, int bytes) {
   WEFT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   return ncclSuccess;

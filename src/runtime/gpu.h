@@ -115,6 +115,14 @@ struct CaptureInfo {
                                   Stream stream, bool overlapPrevious = false);
 // Allows `func` to be launched with up to `bytes` of dynamic shared memory (beyond the 48 KiB default).
 [[nodiscard]] Status funcSetMaxDynamicSmem(const void* func, int bytes);
+// Loads `func` into the current device's context now and returns the local memory (stack) each
+// of its threads needs. Both are what a first launch would otherwise do, and either may wait for
+// every kernel running in the context to finish (lazy module loading; CUDA growing the per-thread
+// stack for a kernel that needs more than the current limit): a deadlock when a kernel already
+// running there waits for the one being launched (ranks of one process sharing a GPU).
+[[nodiscard]] Status loadKernel(const void* func, size_t* localBytesPerThread);
+// Raises the current device's per-thread stack limit to at least `bytes` (never lowers it).
+[[nodiscard]] Status reserveStack(size_t bytes);
 // Runs fn(arg) on a runtime thread once the stream's earlier work is done; fn must not call CUDA.
 [[nodiscard]] Status launchHostFunc(Stream stream, HostFn fn, void* arg);
 

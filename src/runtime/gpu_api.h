@@ -96,6 +96,8 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaLaunchKernel hipLaunchKernel
 #define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaFuncGetAttributes hipFuncGetAttributes
+#define cudaFuncAttributes hipFuncAttributes
 
 #else
 

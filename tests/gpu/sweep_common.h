@@ -123,6 +123,12 @@ cudaError_t launchCheckGuard(const void* ptr, uint64_t nbytes, unsigned char pat
 cudaError_t launchWriteScalar(void* dst, int type, double value, cudaStream_t stream);
 // Corrupts element `index` of buf (checker self-test).
 cudaError_t launchCorrupt(void* buf, int type, uint64_t index, cudaStream_t stream);
+// Loads every kernel above into the current device's context and raises the per-thread stack
+// limit to what the largest needs. Otherwise the first launch of a kernel does both, and either
+// may wait for the device to go idle: with two ranks on one GPU in one process, rank 0's first
+// check would wait for rank 0's collective, which waits for rank 1's, which cannot be launched
+// while the context is held.
+cudaError_t loadSweepKernels();
 
 constexpr unsigned char kPoison = 0xAB;
 

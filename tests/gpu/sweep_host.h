@@ -117,7 +117,9 @@ class IdChannel {
 bool setupRank(RankCtx& x, const Options& o, uint64_t areaBytes);
 void teardownRank(RankCtx& x);
 // Runs all cases on the local ranks (one thread). Ranks of other threads/processes run the same list.
-void runSweep(std::vector<RankCtx*>& locals, const std::vector<Case>& cases, const Options& o);
+// batchCases: cases issued between two host synchronisations (at most kSweepBatchCases).
+constexpr size_t kSweepBatchCases = 384;
+void runSweep(std::vector<RankCtx*>& locals, const std::vector<Case>& cases, const Options& o, size_t batchCases);
 // Checker self-test: a deliberately wrong element, guard byte and input element must all be caught.
 void runSelfTest(std::vector<RankCtx*>& locals, const Options& o);
 

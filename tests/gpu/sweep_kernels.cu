@@ -7,6 +7,7 @@
 // +-2 with at most two factors of 2 per element for up to 8 ranks. Only avg (with a rank count that
 // is not a power of two) and PreMulSum on floating types may round; they get the tolerance of
 // toleranceFactor().
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -535,6 +536,33 @@ cudaError_t launchCorrupt(void* buf, int type, uint64_t index, cudaStream_t stre
     corruptKernel<T><<<1, 1, 0, stream>>>(static_cast<T*>(buf), index);
     return cudaGetLastError();
   });
+}
+
+cudaError_t loadSweepKernels() {
+  size_t stack = 0;
+  auto load = [&stack](const void* fn) {
+    cudaFuncAttributes a{};
+    const cudaError_t r = cudaFuncGetAttributes(&a, fn);
+    stack = std::max(stack, a.localSizeBytes);
+    return r;
+  };
+  cudaError_t e = load((const void*)checkGuardKernel);
+  for (int type = 0; type < kNumTypes && e == cudaSuccess; ++type) {
+    e = dispatchType(type, [&](auto tag) {
+      using T = decltype(tag);
+      for (const void* fn : {(const void*)fillKernel<T>, (const void*)checkOutputKernel<T>,
+                             (const void*)checkInputKernel<T>, (const void*)writeScalarKernel<T>,
+                             (const void*)corruptKernel<T>}) {
+        const cudaError_t r = load(fn);
+        if (r != cudaSuccess) return r;
+      }
+      return cudaSuccess;
+    });
+  }
+  size_t current = 0;
+  if (e == cudaSuccess) e = cudaDeviceGetLimit(&current, cudaLimitStackSize);
+  if (e == cudaSuccess && stack > current) e = cudaDeviceSetLimit(cudaLimitStackSize, stack);
+  return e;
 }
 
 }  // namespace sweep

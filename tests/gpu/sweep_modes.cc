@@ -146,7 +146,12 @@ void runRanks(std::vector<RankCtx*>& L, const Options& o, IdChannel& ids, bool t
   if (o.sweep) {
     watchNote(L[0]->rank, "sweep: starting %zu cases", cases.size());
     const double t0 = nowSec();
-    runSweep(L, cases, o);
+    // Ranks of one process sharing a GPU share its CUDA context: a launch that waits for room in
+    // the context's queues holds a lock the other ranks' launches need, while the kernels ahead of
+    // it wait for theirs (seen on H200: one rank ~64 cases ahead stuck in cudaLaunchKernelExC, the
+    // other in cudaLaunchKernel's lock). One case per synchronisation keeps the queues short.
+    const bool sharedContext = threadedRanks && n > o.devices;
+    runSweep(L, cases, o, sharedContext ? 1 : kSweepBatchCases);
     std::printf("[rank %d%s] sweep: %zu cases in %.1f s\n", L[0]->rank, L.size() > 1 ? "..." : "", cases.size(),
                 nowSec() - t0);
   }
@@ -238,6 +243,14 @@ Tally runThreadPerGpu(const Options& o, int G) {
       x.nranks = G;
       x.dev = g % o.devices;
       cudaSetDevice(x.dev);
+      // Before the communicator exists, so that no rank's collective can be running on a shared
+      // GPU while another rank's thread loads (sweep_common.h: loadSweepKernels).
+      const cudaError_t le = loadSweepKernels();
+      if (le != cudaSuccess) {
+        std::printf("FAIL rank %d: loading the sweep's kernels: %s; exiting\n", g, cudaGetErrorString(le));
+        std::fflush(stdout);
+        _exit(2);
+      }
       watchNote(g, "ncclCommInitRank");
       const double t0 = nowSec();
       const ncclResult_t ir = ncclCommInitRank(&x.comm, G, id, g);

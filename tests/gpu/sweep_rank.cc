@@ -12,7 +12,7 @@ namespace sweep {
 
 namespace {
 
-constexpr int kSlots = 384;  // cases per batch (one host sync per batch); the CUDA graph extra checks 300
+constexpr int kSlots = kSweepBatchCases;  // result slots per rank; the CUDA graph extra checks 300
 constexpr uint64_t kBatchBytes = 4ull << 30;    // or this many bytes of regions, whichever comes first
 
 std::string formatElem(int type, uint64_t bits, double val, bool isFloat) {
@@ -265,7 +265,8 @@ bool evaluate(RankCtx& x, const Case& c, const CheckResult& r, const char* conte
   return false;
 }
 
-void runSweep(std::vector<RankCtx*>& L, const std::vector<Case>& cases, const Options& o) {
+void runSweep(std::vector<RankCtx*>& L, const std::vector<Case>& cases, const Options& o, size_t batchCases) {
+  batchCases = std::clamp<size_t>(batchCases, 1, kSweepBatchCases);
   const size_t nl = L.size();
   std::vector<Placement> pl(nl);
   std::vector<CaseParams> params(nl);
@@ -282,7 +283,7 @@ void runSweep(std::vector<RankCtx*>& L, const std::vector<Case>& cases, const Op
     }
     const size_t first = i;
     uint64_t bytes = 0;
-    while (i < cases.size() && i - first < static_cast<size_t>(kSlots) && bytes < kBatchBytes) {
+    while (i < cases.size() && i - first < batchCases && bytes < kBatchBytes) {
       const Case& c = cases[i];
       const size_t slot = i - first;
       bool ok = true;
