@@ -146,10 +146,11 @@ void runRanks(std::vector<RankCtx*>& L, const Options& o, IdChannel& ids, bool t
   if (o.sweep) {
     watchNote(L[0]->rank, "sweep: starting %zu cases", cases.size());
     const double t0 = nowSec();
-    // Ranks of one process sharing a GPU share its CUDA context: a launch that waits for room in
-    // the context's queues holds a lock the other ranks' launches need, while the kernels ahead of
-    // it wait for theirs (seen on H200: one rank ~64 cases ahead stuck in cudaLaunchKernelExC, the
-    // other in cudaLaunchKernel's lock). One case per synchronisation keeps the queues short.
+    // Ranks of one process sharing a GPU share its CUDA context, and a launch that has to wait for
+    // the context holds a lock the other ranks' launches need (seen on H200, before kernels were
+    // loaded and the stack reserved at creation: one rank ~64 cases ahead stuck in
+    // cudaLaunchKernelExC, the other waiting for the lock in cudaLaunchKernel). One case per
+    // synchronisation keeps every rank's queue short, so no launch can wait behind many kernels.
     const bool sharedContext = threadedRanks && n > o.devices;
     runSweep(L, cases, o, sharedContext ? 1 : kSweepBatchCases);
     std::printf("[rank %d%s] sweep: %zu cases in %.1f s\n", L[0]->rank, L.size() > 1 ? "..." : "", cases.size(),
