@@ -12,8 +12,10 @@
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
-# sharedloop (4 ranks sharing the GPUs, process per rank; REPEAT=n), midscan / crossover / tunecheck
-# (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a candidate NCCL_WEFT_TUNING).
+# sharedloop (4 ranks sharing the GPUs, process per rank, and the sweep in threads; REPEAT=n),
+# midscan / crossover / tunecheck (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a
+# candidate NCCL_WEFT_TUNING), p2pchan (sendrecv/alltoall on every channel of a pair), sharedperf
+# (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+...").
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -118,6 +120,19 @@ stage_midscan() {
     env $e NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 256K -e 64M -f 2 -c 0 -n 1 -w 0 -g $NG 2>&1 |
       grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -10
   done
+}
+# sendrecv/alltoall on every channel of the pair instead of NCCL_WEFT_P2P_MAX_CHANNELS (24):
+# sendrecv stays near 310 GB/s from 256 MiB while NCCL climbs to 364 at 1 GiB (sessions 7-9).
+stage_p2pchan() {
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 all:$B:NCCL_WEFT_P2P_MAX_CHANNELS=0" perfv p2pchan sendrecv,alltoall 16M 1G 4 8
+}
+# Kernel-structure variants timed with two ranks on ONE GPU (threads, GPU sharing): for machines of
+# one GPU. The peers' writes cross L2 instead of NVLink, so only differences between rows count.
+stage_sharedperf() {
+  local s=NCCL_WEFT_ALLOW_GPU_SHARING=1+NCCL_ALGO=allreduce:direct
+  VARIANTS="nccl:$B:$s ${SHAREDPERF_VARIANTS:-}" PERF_MODE="-t 2 -g 1" perfv sharedperf all_reduce 8 2M 2 ${SHAREDPERF_N:-200}
+  echo "(the row labelled nccl is weft's base variant here; times in us:)"
+  awk '/^###/{l=$2} /^ +[0-9]+ +[0-9]+ /{t[l]=t[l] " " $6} END{for (k in t) print k ":" t[k]}' $L/sharedperf.log
 }
 # Where Ring/Simple should take over from Direct/LL (all_reduce, one thread per GPU).
 stage_crossover() {

@@ -24,6 +24,9 @@ const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
 // before it (arch::waitPreviousGrid). 2xH200, CUDA graph, all_reduce 64 B-32 KiB: 5.3-6.2 ->
 // 4.8-5.6 us; 256 KiB-16 MiB busbw +3-12 % (session 7). 0: plain launches.
 const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
+// For measurements and tests: launches of at most this many items (default and most:
+// kMaxInlineWorks) carry them inline; 0 sends every launch through the FIFO.
+const param::IntParam kInlineWorks{"NCCL_WEFT_INLINE_WORKS", dev::kMaxInlineWorks};
 constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
 
 PlanShape makeShape(ncclComm* comm) {
@@ -111,7 +114,8 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
   args->nBlocks = (uint32_t)launch.channels.size();
   dev::DevWork* dst = nullptr;
   uint32_t first = 0;
-  const bool inlined = total <= (uint32_t)dev::kMaxInlineWorks;
+  static const uint32_t inlineMax = (uint32_t)std::clamp<int64_t>(kInlineWorks.get(), 0, dev::kMaxInlineWorks);
+  const bool inlined = total <= inlineMax;
   if (inlined) {
     dst = args->inlineWorks;
     args->worksInline = 1;

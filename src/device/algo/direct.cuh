@@ -223,6 +223,10 @@ WEFT_DEV Pack16 fold(const Fn& fn, int q, const Pack16& acc, const Pack16& x) {
 }  // namespace direct
 
 // One-shot AllReduce of elements [offset, offset + count) of in/out. chunk: elements per step.
+// A thread first writes all its packs of the step to every peer, then reads and reduces them:
+// the peers' packs arrive while ours go out, so a thread with k packs waits for one crossing of
+// the link rather than k (writing and reading pack by pack). The user input is read twice (the
+// second time from L2); the thread that reads a position is the one that writes it (in place).
 template <typename Fn>
 WEFT_DEV void directAllReduceOneShot(DirectLinks& L, const Fn& fn, const typename Fn::Elem* in,
                                      typename Fn::Elem* out, uint64_t offset, uint64_t count, uint64_t chunk) {
@@ -233,18 +237,25 @@ WEFT_DEV void directAllReduceOneShot(DirectLinks& L, const Fn& fn, const typenam
     const char* src = reinterpret_cast<const char*>(in + offset + off);
     char* dst = reinterpret_cast<char*>(out + offset + off);
     // The thread's first pack is read before the wait for the peers' slots: two round trips
-    // overlap, which is most of a small call (the other packs are read in the loop).
+    // overlap, which is most of a small call (the other packs are read in the loops).
     const Pack16 first = direct::firstPack(L, src, nBytes);
     L.waitSend(1);
-    for (int64_t p = L.tid(); p * 16 < nBytes; p += L.nThreads()) {
-      const int valid = direct::packValid(nBytes, p);
-      const bool two = direct::packTwo(valid);
+    auto ownPack = [&](int64_t p, int valid) {
       Pack16 own = p == L.tid() ? first : detail::loadUser(src + p * 16, valid);
       if constexpr (Fn::kPreOp) own = fn.preOp(own);
+      return own;
+    };
+    for (int64_t p = L.tid(); p * 16 < nBytes; p += L.nThreads()) {
+      const int valid = direct::packValid(nBytes, p);
+      const Pack16 own = ownPack(p, valid);
       for (int q = 0; q < n; q++)
-        if (q != me) L.write(q, 0, p, own, two);
+        if (q != me) L.write(q, 0, p, own, direct::packTwo(valid));
+    }
+    for (int64_t p = L.tid(); p * 16 < nBytes; p += L.nThreads()) {
+      const int valid = direct::packValid(nBytes, p);
+      const Pack16 own = ownPack(p, valid);
       Pack16 acc{};
-      for (int q = 0; q < n; q++) acc = direct::fold(fn, q, acc, q == me ? own : L.read(q, 0, p, two));
+      for (int q = 0; q < n; q++) acc = direct::fold(fn, q, acc, q == me ? own : L.read(q, 0, p, direct::packTwo(valid)));
       if constexpr (Fn::kPostOp) acc = fn.postOp(acc);
       detail::storeUser(dst + p * 16, acc, valid);
     }
