@@ -33,8 +33,8 @@ using namespace emutest;  // AlignedBytes, Works, DispatchComm and the element v
 // use every one of them; the rings, for Ring items, are emu_launch.h's).
 class MeshComm : public emutest::DispatchComm {
  public:
-  MeshComm(int n, int nCh, uint64_t firstStep = 0)
-      : DispatchComm(n, nCh, {kStepBytes[0], kStepBytes[1], kStepBytes[2]}, firstStep) {}
+  MeshComm(int n, int nCh, uint64_t firstStep = 0, int llStepBytes = kStepBytes[0])
+      : DispatchComm(n, nCh, {llStepBytes, kStepBytes[1], kStepBytes[2]}, firstStep) {}
 
   // Both ends of every connection agree on the step, head says every step was consumed, and the
   // tail (moved by Simple steps only) never leads.
@@ -192,6 +192,24 @@ void allReduceCases(bool twoShot) {
 
 TEST(DirectEmu, OneShotAllReduceAllTypesAndReductions) { allReduceCases(false); }
 TEST(DirectEmu, TwoShotAllReduceAllTypesAndReductions) { allReduceCases(true); }
+
+// Steps of 4 KiB (2 KiB of payload: 128 packs), so each of the 32 emulated threads moves several
+// packs per step, as on a GPU (32 KiB of payload for 512 threads): one-shot writes all of a
+// thread's packs before it reads any, in place too; two-shot alike.
+TEST(DirectEmu, SeveralPacksPerThreadAndStep) {
+  std::mt19937 rng(13);
+  for (bool twoShot : {false, true}) {
+    for (int n : {2, 3}) {
+      MeshComm comm(n, 2, 0, 4096);
+      std::vector<Coll> colls;
+      colls.push_back(direct(kFuncAllReduce, kFloat32, kRedSum, 1500, twoShot));           // ~3 steps per channel
+      colls.push_back(direct(kFuncAllReduce, kInt32, kRedMax, 1021, twoShot, true));       // in place, odd
+      colls.push_back(direct(kFuncAllReduce, kFloat16, kRedSum, 777, twoShot, false, 2));  // shifted
+      colls.push_back(direct(kFuncAllReduce, kUint8, kRedSumPostDiv, 5000, twoShot, true));
+      runAndCheck(comm, colls, rng, std::to_string(n) + " ranks, " + (twoShot ? "two-shot" : "one-shot"));
+    }
+  }
+}
 
 TEST(DirectEmu, AllGatherOddCountsInPlaceAndShifted) {
   std::mt19937 rng(5);
