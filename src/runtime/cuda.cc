@@ -393,7 +393,7 @@ Status loadKernel(const void* func, size_t* localBytesPerThread) {
 
 Status reserveStack(size_t bytes) {
 #if defined(WEFT_GPU_HIP)
-  (void)bytes;  // ROCm sizes scratch per launch without a context-wide wait
+  (void)bytes;  // not on ROCm: HIP is compile-only here, so whether its scratch growth waits is unknown
 #else
   size_t current = 0;
   WEFT_CUDA_TRY(cudaDeviceGetLimit(&current, cudaLimitStackSize));
