@@ -162,8 +162,9 @@ Status exchangePeerInfo(ncclComm* comm) {
 }
 
 // Every kernel a launch may pick is loaded at creation, and the device's stack limit covers the
-// largest of them, as NCCL does: otherwise the first launch of a kernel may wait for the device to
-// go idle (runtime::loadKernel) while another rank's kernel there waits for ours.
+// largest of them (NCCL too loads its kernels at init, and has NCCL_SET_STACK_SIZE for the limit):
+// otherwise the first launch of a kernel may wait for the device to go idle (runtime::loadKernel)
+// while another rank's kernel there waits for ours.
 Status loadKernels() {
   size_t stack = 0;
   auto load = [&stack](const void* fn) -> Status {
