@@ -173,7 +173,8 @@ Status loadKernels() {
     stack = std::max(stack, bytes);
     return ncclSuccess;
   };
-  for (int p = 0; p < dev::kNumProtos; ++p) WEFT_TRY(load(dev::kernelFunction((dev::Proto)p)));
+  for (int p = 0; p < dev::kNumProtos; ++p)
+    if (dev::protocolUsable((dev::Proto)p)) WEFT_TRY(load(dev::kernelFunction((dev::Proto)p)));
   for (int kind = dev::kSpecialNone + 1; kind < dev::kNumSpecialKernels; ++kind)
     WEFT_TRY(load(dev::specialKernelFunction(kind)));
   return runtime::reserveStack(stack);

@@ -2,7 +2,9 @@
 // __global__ per protocol (LL: kernel_ll.cu, LL128: kernel_ll128.cu), each with its own block
 // size and launch bounds; each block serves one channel: it copies its work items from the FIFO
 // into shared memory, reports the FIFO slots consumed (last block to arrive), then runs the items
-// in order (kernel_body.cuh, dispatch in kernel_dispatch.cuh).
+// in order (kernel_body.cuh, dispatch in kernel_dispatch.cuh). The general Simple kernel outlines
+// its slices' data movement (SimpleProtoT<true>) and runs every item out of line
+// (SimpleProtoT::kInlineHotWork): its stack need stays below CUDA's default limit.
 #include "device/kernel_dispatch.cuh"
 #include "core/param.h"
 #include "device/kernel_api.h"
@@ -12,9 +14,7 @@ namespace weft::dev {
 
 __global__ void __launch_bounds__(kSimpleThreads, 1) weftKernelSimple(const WEFT_GRID_CONSTANT DevKernelArgs args) {
   __shared__ SimpleKernelSmem smem;
-  kernelBody<kSimpleThreads>(args, (int)blockIdx.x, smem, [](const DevWork* w, const WorkEnv& env) {
-    dispatch::runWork<SimpleProto>(w, env);
-  });
+  kernelBody<kSimpleThreads>(args, (int)blockIdx.x, smem, dispatch::WorkRunner<SimpleProtoT<true>>{});
 }
 
 // ---- host-side queries (kernel_api.h) ----
@@ -69,16 +69,19 @@ size_t minStepBytes(Proto proto) {
   }
 }
 
-bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
+bool protocolUsable(Proto proto) {
+  if (proto >= kNumProtos || kernelFunction(proto) == nullptr) return false;
   if (proto == kProtoLL128 && !arch::kLL128Safe) return false;  // AMD: see arch/hip.cuh
   // LL128 gave wrong results on 2xH200 (sessions 2 and 3: kernel harness and coll_sweep with
   // NCCL_PROTO=LL128); the tuner must not pick it until a fix is verified there. The kernel stays
   // built; NCCL_WEFT_ENABLE_LL128=1 lets tests force it (session 4: warp-convergence fix in
   // proto/ll128.cuh, not yet run on a GPU).
   static const bool ll128Enabled = param::getInt("NCCL_WEFT_ENABLE_LL128", 0) != 0;
-  if (proto == kProtoLL128 && !ll128Enabled) return false;
-  if (func >= kNumFuncs || op >= kNumRedOps || type >= kNumDataTypes || proto >= kNumProtos) return false;
-  if (kernelFunction(proto) == nullptr) return false;
+  return proto != kProtoLL128 || ll128Enabled;
+}
+
+bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
+  if (func >= kNumFuncs || op >= kNumRedOps || type >= kNumDataTypes || !protocolUsable(proto)) return false;
   if (func == kFuncSendRecv) return true;
   // Direct (weft extension): AllReduce and AllGather on LL. Whether the communicator's
   // connections allow it (every pair connected on a channel, one node) is the planner's check.

@@ -31,7 +31,11 @@ size_t kernelStaticSmem(Proto proto);
 size_t maxStepBytes(Proto proto);
 size_t minStepBytes(Proto proto);
 
-// True when the device code implements this combination. SendRecv, Broadcast and AllGather take
+// True when the protocol's kernel is built and may run: LL128 only with NCCL_WEFT_ENABLE_LL128=1
+// (not yet verified on a GPU) and where whole 128-byte stores are guaranteed.
+bool protocolUsable(Proto proto);
+
+// True when the device code implements this combination (protocolUsable(proto) first). SendRecv, Broadcast and AllGather take
 // any data type (moved as bytes, redOp ignored); reductions take every type with sum, prod, min,
 // max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing (every protocol
 // whose kernel is built: kernelFunction(proto) != null); AllReduce also runs kAlgoTree (Simple).

@@ -32,10 +32,14 @@ WEFT_DEV void runReduceWorkBody(const DevWork* w, EnvOf<P> env) {
 template <typename P, typename Fn>
 WEFT_DEV_NOINLINE void runReduceWorkCold(const DevWork* w, EnvOf<P> env) { runReduceWorkBody<P, Fn>(w, env); }
 
-// Hot functors are inlined into the kernel, the others get one non-inlined body (kHotFn).
+// Hot functors are inlined into the kernel (where the protocol wants it: P::kInlineHotWork), the
+// others get one non-inlined body (kHotFn).
+template <typename P, typename Fn>
+constexpr bool kInlineWork = P::kInlineHotWork && kHotFn<Fn>;
+
 template <typename P, typename Fn>
 WEFT_DEV void runReduceWork(const DevWork* w, EnvOf<P> env) {
-  if constexpr (kHotFn<Fn>) runReduceWorkBody<P, Fn>(w, env);
+  if constexpr (kInlineWork<P, Fn>) runReduceWorkBody<P, Fn>(w, env);
   else runReduceWorkCold<P, Fn>(w, env);
 }
 
@@ -46,7 +50,7 @@ WEFT_DEV bool directAllowed(const DevWork* w) {
 }
 
 template <typename P>
-WEFT_DEV void runCopyWork(const DevWork* w, EnvOf<P> env) {
+WEFT_DEV void runCopyWorkBody(const DevWork* w, EnvOf<P> env) {
   if constexpr (P::kId == kProtoLL) {
     if (w->algo == kAlgoDirect) {
       runDirectAllGather(*w, env);
@@ -55,9 +59,21 @@ WEFT_DEV void runCopyWork(const DevWork* w, EnvOf<P> env) {
   }
   runRingColl<FnCopy, P>(*w, env);
 }
+template <typename P>
+WEFT_DEV_NOINLINE void runCopyWorkCold(const DevWork* w, EnvOf<P> env) { runCopyWorkBody<P>(w, env); }
+template <typename P>
+WEFT_DEV void runCopyWork(const DevWork* w, EnvOf<P> env) {
+  if constexpr (kInlineWork<P, FnCopy>) runCopyWorkBody<P>(w, env);
+  else runCopyWorkCold<P>(w, env);
+}
 
 template <typename P>
-WEFT_DEV void runSendRecvWork(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
+WEFT_DEV_NOINLINE void runSendRecvWorkCold(const DevWork* w, EnvOf<P> env) { runSendRecv<P>(*w, env); }
+template <typename P>
+WEFT_DEV void runSendRecvWork(const DevWork* w, EnvOf<P> env) {
+  if constexpr (kInlineWork<P, FnCopy>) runSendRecv<P>(*w, env);
+  else runSendRecvWorkCold<P>(w, env);
+}
 
 // FoldSigned: the operation gives the same bits for signed and unsigned integers.
 // IntOnly: the operation exists for integer types only.
@@ -131,5 +147,13 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
   }
 }
 
+// The general kernels' work runner. A named functor with a force-inlined call (a lambda's call was
+// left out of line by the compiler), so the kernel entry holds the dispatch itself: an out-of-line
+// level would add its frame (its live registers saved around every call) to the stack that every
+// thread of every launch reserves.
+template <typename P>
+struct WorkRunner {
+  WEFT_DEV void operator()(const DevWork* w, const EnvOf<P>& env) const { runWork<P>(w, env); }
+};
 
 }  // namespace weft::dev::dispatch

@@ -7,9 +7,7 @@ namespace weft::dev {
 
 __global__ void __launch_bounds__(kLLThreads, 1) weftKernelLL(const WEFT_GRID_CONSTANT DevKernelArgs args) {
   __shared__ FlagKernelSmem smem;
-  kernelBody<kLLThreads>(args, (int)blockIdx.x, smem, [](const DevWork* w, const WorkEnvT<FlagShared>& env) {
-    dispatch::runWork<LLProto>(w, env);
-  });
+  kernelBody<kLLThreads>(args, (int)blockIdx.x, smem, dispatch::WorkRunner<LLProto>{});
 }
 
 const void* llKernelEntry() { return reinterpret_cast<const void*>(&weftKernelLL); }

@@ -9,9 +9,7 @@ namespace weft::dev {
 #if defined(WEFT_ARCH_HAS_LL128)
 __global__ void __launch_bounds__(kLL128Threads, 1) weftKernelLL128(const WEFT_GRID_CONSTANT DevKernelArgs args) {
   __shared__ FlagKernelSmem smem;
-  kernelBody<kLL128Threads>(args, (int)blockIdx.x, smem, [](const DevWork* w, const WorkEnvT<FlagShared>& env) {
-    dispatch::runWork<LL128Proto>(w, env);
-  });
+  kernelBody<kLL128Threads>(args, (int)blockIdx.x, smem, dispatch::WorkRunner<LL128Proto>{});
 }
 
 const void* ll128KernelEntry() { return reinterpret_cast<const void*>(&weftKernelLL128); }

@@ -397,7 +397,11 @@ Status reserveStack(size_t bytes) {
 #else
   size_t current = 0;
   WEFT_CUDA_TRY(cudaDeviceGetLimit(&current, cudaLimitStackSize));
-  if (bytes <= current) return ncclSuccess;
+  if (bytes <= current) {
+    WEFT_INFO(log::kInit, "weft's kernels need at most %zu bytes of stack per thread, within the limit of %zu", bytes,
+              current);
+    return ncclSuccess;
+  }
   WEFT_CUDA_TRY(cudaDeviceSetLimit(cudaLimitStackSize, bytes));
   WEFT_INFO(log::kInit, "per-thread stack limit raised from %zu to %zu bytes for weft's kernels", current, bytes);
 #endif

@@ -27,6 +27,11 @@ using WorkEnv = WorkEnvT<SimpleShared>;
 template <bool OutlineCopies>
 struct SimpleProtoT {
   static constexpr int kId = kProtoSimple;
+  // The general kernel runs every item through one non-inlined body per functor, the hot ones too
+  // (kernel_dispatch.cuh): Simple moves big slices, so a call per item costs nothing measurable,
+  // and inlined Simple loops made the kernel's own frame (spills, registers saved around calls) the
+  // largest part of the stack every thread of every launch reserves.
+  static constexpr bool kInlineHotWork = false;
   static constexpr uint64_t kNoConnStepBytes = kSimpleMinStepBytes;
   using Shared = SimpleShared;
   using Group = SimpleGroup;
@@ -53,6 +58,7 @@ template <int Id, template <typename> class PrimsT, int NWarps>
 struct FlagProto {
   static_assert(Id == kProtoLL || Id == kProtoLL128, "a flag protocol");
   static constexpr int kId = Id;
+  static constexpr bool kInlineHotWork = true;  // latency: see kHotFn
   static constexpr uint64_t kNoConnStepBytes = Id == kProtoLL ? kLLMinStepBytes : kLL128MinStepBytes;
   using Shared = FlagShared;
   using Group = FlagGroup;

@@ -135,13 +135,17 @@ class FlagLink {
     if (tid_ == 0 && !aborted()) arch::stRelaxedSys(recvHead_, recvStep_ + 1);
   }
 
-  WEFT_DEV_NOINLINE void wipeSlot() {
-    char* slot = recvBuff_ + (recvStep_ % kSteps) * stepBytes_;
-    const uint32_t f = llWipeFlag(recvStep_);
-    for (uint64_t l = (uint64_t)tid_; l < stepBytes_ / kLLLineBytes; l += (uint64_t)nThreads_) {
+  WEFT_DEV void wipeSlot() {
+    fillWipeFlags(recvBuff_ + (recvStep_ % kSteps) * stepBytes_, llWipeFlag(recvStep_), tid_, nThreads_, stepBytes_);
+  }
+  // Rare (once per 2^31 steps), so not inlined; static, with its inputs by value: a non-inlined
+  // member would need the link's address, which keeps the whole object in local memory (stack)
+  // for the hot loops too.
+  static WEFT_DEV_NOINLINE void fillWipeFlags(char* slot, uint32_t flag, int tid, int nThreads, uint64_t stepBytes) {
+    for (uint64_t l = (uint64_t)tid; l < stepBytes / kLLLineBytes; l += (uint64_t)nThreads) {
       Pack16 v;
       v.w[0] = v.w[2] = 0;
-      v.w[1] = v.w[3] = f;
+      v.w[1] = v.w[3] = flag;
       arch::stLine16(slot + l * kLLLineBytes, v);
     }
   }

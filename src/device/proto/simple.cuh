@@ -240,7 +240,8 @@ class SimpleLink {
 // The Simple primitives for element type Fn::Elem and reduction Fn. OutlineCopies: each slice's
 // data movement is a call of a non-inlined reduceCopy (reduceCopyOutlined), which then has the
 // registers to itself, instead of being inlined into the primitive's loop (where ptxas spilled
-// the copy loops' values); the specialized Ring-sum kernels use it (special_kernels.h).
+// the copy loops' values); the general Simple kernel and the specialized Ring-sum kernels use it
+// (special_kernels.h).
 template <typename Fn, bool OutlineCopies = false>
 class SimplePrims : public SimpleLink {
  public:
@@ -270,16 +271,12 @@ class SimplePrims : public SimpleLink {
  private:
   enum Kind { kSend, kRecv, kRecvReduceSend, kRecvReduceCopy, kRecvReduceCopySend, kRecvCopySend, kCopySend, kLocalCopy };
 
-  // Every primitive goes through run(): inlined for hot functors (kHotFn), otherwise through one
-  // non-inlined function per functor that holds the copy loops of all variants (ptxas's
-  // whole-program time grows with the square of the number of device functions).
+  // Every primitive goes through run(), inlined: the caller's kind is a constant, so one variant
+  // remains. Cold functors (kHotFn) already run in one non-inlined body per functor
+  // (runReduceWorkCold), and a second non-inlined level here would need the Prims' address, which
+  // puts the object in local memory and stacks the two frames (the stack every thread of every
+  // launch reserves: see runtime::reserveStack).
   WEFT_DEV void run(int kind, int64_t inOff, int64_t outOff, int64_t n) {
-    if constexpr (kHotFn<Fn>) runBody(kind, inOff, outOff, n);
-    else runCold(kind, inOff, outOff, n);
-  }
-  WEFT_DEV_NOINLINE void runCold(int kind, int64_t inOff, int64_t outOff, int64_t n) { runBody(kind, inOff, outOff, n); }
-
-  WEFT_DEV void runBody(int kind, int64_t inOff, int64_t outOff, int64_t n) {
     switch (kind) {
       case kSend: op<false, true, true, false, false>(inOff, outOff, n); break;
       case kRecv: op<true, false, false, true, false>(inOff, outOff, n); break;
