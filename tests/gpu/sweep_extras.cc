@@ -46,6 +46,24 @@ void testQueries(std::vector<RankCtx*>& L) {
   const bool versionOk = vr == ncclSuccess && version / 10000 == NCCL_MAJOR && version >= NCCL_VERSION(2, 19, 0);
   addExtraAll(L, "ncclGetVersion, ncclCommCount/UserRank/CuDevice", bad.empty() && versionOk ? 1 : 0,
               "version " + std::to_string(version) + (bad.empty() ? "; queries match" : ";" + bad));
+
+  // CUDA keeps the per-thread stack limit for every thread the GPU can hold, so a library whose
+  // kernels need more than CUDA's default limit raises it for the whole process: on H200 2 KiB
+  // instead of 1 KiB costs about 290 MiB of device memory (tools/stack_memory.cu). The sweep's own
+  // kernels need far less (loadSweepKernels reserves it before the communicator exists).
+  constexpr size_t kCudaDefaultStack = 1024;
+  std::string stacks;
+  bool stackOk = true;
+  for (RankCtx* x : L) {
+    size_t limit = 0;
+    cudaSetDevice(x->dev);
+    const cudaError_t e = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
+    stackOk = stackOk && e == cudaSuccess && limit <= kCudaDefaultStack;
+    stacks += " rank " + std::to_string(x->rank) + ": " +
+              (e == cudaSuccess ? std::to_string(limit) + " B" : std::string(cudaGetErrorString(e))) + ";";
+  }
+  addExtraAll(L, "per-thread stack limit after creation within CUDA's default of 1024 B", stackOk ? 1 : 0,
+              stacks.substr(1));
 }
 
 // 40 different collectives on distinct buffers, queued without any synchronisation, checked at the
