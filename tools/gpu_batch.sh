@@ -15,7 +15,8 @@
 # sharedloop (4 ranks sharing the GPUs, process per rank, and the sweep in threads; REPEAT=n),
 # midscan / crossover / tunecheck (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a
 # candidate NCCL_WEFT_TUNING), p2pchan (sendrecv/alltoall on every channel of a pair), sharedperf
-# (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+...").
+# (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+..."), stackab
+# (OLD=folder: an older library's stack need, memory and speed against these binaries).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -133,6 +134,27 @@ stage_sharedperf() {
   VARIANTS="nccl:$B:$s ${SHAREDPERF_VARIANTS:-}" PERF_MODE="-t 2 -g 1" perfv sharedperf all_reduce 8 2M 2 ${SHAREDPERF_N:-200}
   echo "(the row labelled nccl is weft's base variant here; times in us:)"
   awk '/^###/{l=$2} /^ +[0-9]+ +[0-9]+ /{t[l]=t[l] " " $6} END{for (k in t) print k ":" t[k]}' $L/sharedperf.log
+}
+# Session 11, the general kernels' stack: the libnccl.so.2 in folder OLD against these binaries.
+# Per library: the stack its kernels need (creation log), a communicator's device memory
+# (tools/comm_memory.py, world of one; NCCL's too), then busbw of the general kernels
+# (NCCL_WEFT_SPECIAL_KERNELS=0) and of the defaults, the row labelled nccl being OLD.
+stage_stackab() {
+  local old=${OLD:?set OLD to a folder with an older libnccl.so.2} m="-g $NG" sh=X=1
+  if [ "$NG" = 1 ]; then m="-t 2 -g 1"; sh=NCCL_WEFT_ALLOW_GPU_SHARING=1; fi
+  local ops=all_reduce,reduce,broadcast,reduce_scatter,all_gather,sendrecv
+  for lib in $old $B; do
+    echo "== $lib: $(cat $lib/BUILT_FROM 2>/dev/null)"
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT LD_LIBRARY_PATH=$lib timeout 60 $B/tools/weft-perf all_reduce -g 1 -b 8 -e 8 \
+      -n 1 -w 0 2>&1 | grep -m1 -E "stack (limit|per thread)" | sed 's/^.*NCCL INFO //'
+    LD_PRELOAD=$lib/libnccl.so.2 timeout 120 python3 tools/comm_memory.py "$lib" 2>&1 | tail -1
+  done
+  LD_PRELOAD=$NCCL/libnccl.so.2 timeout 120 python3 tools/comm_memory.py "NCCL" 2>&1 | tail -1
+  echo "== general kernels (NCCL_WEFT_SPECIAL_KERNELS=0), new/old busbw ($m)"
+  VARIANTS="nccl:$old:$sh+NCCL_WEFT_SPECIAL_KERNELS=0 new:$B:$sh+NCCL_WEFT_SPECIAL_KERNELS=0" PERF_MODE="$m" \
+    perfv stackgen $ops 8 256M 8 ${STACKAB_N:-20}
+  echo "== defaults, new/old busbw ($m)"
+  VARIANTS="nccl:$old:$sh new:$B:$sh" PERF_MODE="$m" perfv stackdef $ops 8 256M 8 ${STACKAB_N:-20}
 }
 # Where Ring/Simple should take over from Direct/LL (all_reduce, one thread per GPU).
 stage_crossover() {
