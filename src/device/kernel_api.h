@@ -35,9 +35,9 @@ size_t minStepBytes(Proto proto);
 // (not yet verified on a GPU) and where whole 128-byte stores are guaranteed.
 bool protocolUsable(Proto proto);
 
-// True when the device code implements this combination (protocolUsable(proto) first). SendRecv, Broadcast and AllGather take
-// any data type (moved as bytes, redOp ignored); reductions take every type with sum, prod, min,
-// max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing (every protocol
+// True when the device code implements this combination (protocolUsable(proto) first). SendRecv,
+// Broadcast and AllGather take any data type (moved as bytes, redOp ignored); reductions take every
+// type with sum, prod, min, max and PreMulSum, and integer types with SumPostDiv. Collectives need kAlgoRing (every protocol
 // whose kernel is built: kernelFunction(proto) != null); AllReduce also runs kAlgoTree (Simple).
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type);
 

@@ -1,8 +1,9 @@
 // Work dispatch shared by the kernel entries (one per protocol, each in its own .cu file so that
 // the device build compiles them in parallel): reductions are instantiated once per (operation,
-// element type), inlined for the hot functors and otherwise as separate non-inlined device
-// functions, with signed integers folded onto unsigned ones where the bits agree (sum, prod,
-// PreMulSum); copy-only functions are instantiated once, on bytes. P is the protocol traits type (coll/run_work.cuh).
+// element type), inlined for the hot functors in the LL kernels (P::kInlineHotWork) and otherwise
+// as separate non-inlined device functions, with signed integers folded onto unsigned ones where
+// the bits agree (sum, prod, PreMulSum); copy-only functions are instantiated once, on bytes. P is
+// the protocol traits type (coll/run_work.cuh).
 #pragma once
 
 #include "device/coll/run_direct.cuh"

@@ -102,7 +102,8 @@ struct FnSumPostDiv : FnBase<T> {
   }
 };
 
-// Hot functors: the data path inlines every call of these into the kernel. A non-inlined device
+// Hot functors: the data path inlines every call of these into the LL kernels (the general Simple
+// kernel runs every item out of line: SimpleProtoT::kInlineHotWork). A non-inlined device
 // function call costs a few thousand cycles on H200 here (its arguments and saved registers go
 // through local memory, which misses the cache at the start of every launch: measured with clock64
 // stamps, session 3), which is most of a small collective's time. The others keep one
