@@ -295,15 +295,25 @@ def run_once(args, init, world):
     threads = [threading.Thread(target=pump, args=(i, p), daemon=True) for i, p in enumerate(procs)]
     for t in threads:
         t.start()
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                if q.poll() is None:
-                    q.kill()
-            codes.append(-9)
+    # A rank that fails leaves the others waiting for it (in the rendezvous or a collective):
+    # they get a few seconds to report their own state, then are stopped.
+    codes = [None] * len(procs)
+    failed_at = None
+    while any(c is None for c in codes):
+        for i, p in enumerate(procs):
+            if codes[i] is None and p.poll() is not None:
+                codes[i] = p.returncode
+                if p.returncode != 0 and failed_at is None:
+                    failed_at = time.time()
+                    print(f"  [{init}] rank {i} exited with {p.returncode}; stopping the others in 10 s", flush=True)
+        now = time.time()
+        if now > deadline or (failed_at is not None and now - failed_at > 10):
+            for i, p in enumerate(procs):
+                if codes[i] is None:
+                    p.kill()
+                    p.wait()
+                    codes[i] = -9
+        time.sleep(0.1)
     for t in threads:
         t.join(timeout=10)
     ok = all(c == 0 for c in codes)
@@ -334,6 +344,9 @@ def main():
     world = args.world or min(2, gpu_count())
     if world < 1:
         print("torch_dist_test: FAIL: no GPU found")
+        return 2
+    if world > gpu_count():
+        print(f"torch_dist_test: FAIL: --world {world} needs one GPU per rank, {gpu_count()} visible")
         return 2
     if args.lib and not os.path.exists(args.lib):
         print(f"torch_dist_test: FAIL: --lib {args.lib} does not exist")
