@@ -4,8 +4,8 @@
 # GPU with a world of one (so no connection buffers: the fixed cost of a communicator, kernels'
 # stack reservation included). Run it once per library:
 #   LD_PRELOAD=/path/to/libnccl.so.2 python3 tools/comm_memory.py [label]
-# Prints "<label>: <MiB> MiB" and the NCCL version torch reports (weft says 2.28.9 too: check the
-# library path in the label). Needs PyTorch with CUDA.
+# Prints "<label>: <MiB> MiB (all_reduce ok|WRONG)"; the label defaults to LD_PRELOAD, which says
+# which library ran (weft and NCCL both report version 2.28.9). Needs PyTorch with CUDA.
 import os
 import sys
 
