@@ -79,6 +79,12 @@ TuningChoice fastestAllowed(const TuningTable& table) {
   return best;
 }
 
+// One channel's bandwidth b (bytes/us) when `channels` channels share the pair's cap (bwcap).
+double cappedChannelBw(const TuningConstants& k, int algo, int proto, double b, double channels) {
+  const double cap = k.bwCapGBs[algo][proto] * 1e3;
+  return cap > 0 ? std::min(b, cap / channels) : b;
+}
+
 // Direct (pairModeled checked): see tuning.h. A channel per threshold x maxThreads bytes of the
 // call (Ring's rule), within the mesh channels.
 TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int func, size_t bytes) {
@@ -93,13 +99,14 @@ TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int
   auto consider = [&](int hops, double factor, bool twoShot) {
     const double sent = double(bytes) * factor;
     const double channels = std::clamp(double(bytes) / perChannel, 1.0, double(maxChannels));
+    const double bc = cappedChannelBw(k, a, p, b, channels);
     TuningChoice c;
     c.algo = a;
     c.proto = p;
     c.nChannels = (int)std::clamp<double>(std::ceil(double(bytes) / perChannel), 1.0, maxChannels);
     c.nThreads = k.maxThreads[p];
     c.twoShot = twoShot;
-    c.timeUs = k.baseUs[a][p] + hops * k.hwUs[in.intraLink][a][p] + sent / channels / b;
+    c.timeUs = k.baseUs[a][p] + hops * k.hwUs[in.intraLink][a][p] + sent / channels / bc;
     if (c.timeUs < best.timeUs) best = c;
   };
   if (func == dev::kFuncAllGather) {
@@ -165,6 +172,7 @@ TuningChoice estimateCollective(const TuningInput& in, const TuningConstants& k,
   else if (in.nNodes > 1) bwGBs = std::min(bwGBs, in.interBwPerChannel);
   double b = bwGBs * 1e3 * k.protoEff[proto] * k.bwEff[algo][proto] * k.funcBwEff[func];  // bytes/us
   if (!(b > 0)) return c;
+  b = cappedChannelBw(k, algo, proto, b, channels);
   double s = double(bytes) * busFactor(func, algo, n) / channels;
   double alpha = k.stepUs[algo][proto] * k.funcStepScale[func];
   double stepBytes = double(std::max<int64_t>(in.stepBytes[proto], 1));

@@ -15,7 +15,9 @@
 //          busFactor Ring: 2(n-1)/n AllReduce, (n-1)/n AllGather/ReduceScatter, 1 Broadcast/Reduce;
 //          Tree: 1 for 2 ranks, else 2 (a chain rank forwards the data up and down)
 //   b      bytes/us of one channel = bwPerChannel x protoEff[p] x bwEff[a][p] x funcBw[f]
-//          (bwPerChannel: the node's, or the smaller of node and network for several nodes)
+//          (bwPerChannel: the node's, or the smaller of node and network for several nodes),
+//          at most bwCap[a][p] / c when the pair has a cap: c channels together never move more
+//          than the cap
 //   pipe   cost of pipelining s through steps that each cost alpha = step[a][p] x funcStep[f]:
 //          2 sqrt(s alpha / b) with the best chunk size, or s alpha / stepBytes + stepBytes / b
 //          once that chunk would exceed one buffer step

@@ -166,6 +166,7 @@ bool locate(const std::string& key, TuningConstants* k, double** d, int** i) {
   auto is = [&](const char* name, size_t parts) { return strcasecmp(what.c_str(), name) == 0 && p.size() == parts; };
   if (is("base", 3) && algo(1) >= 0 && proto(2) >= 0) *d = &k->baseUs[algo(1)][proto(2)];
   else if (is("bweff", 3) && algo(1) >= 0 && proto(2) >= 0) *d = &k->bwEff[algo(1)][proto(2)];
+  else if (is("bwcap", 3) && algo(1) >= 0 && proto(2) >= 0) *d = &k->bwCapGBs[algo(1)][proto(2)];
   else if (is("step", 3) && algo(1) >= 0 && proto(2) >= 0) *d = &k->stepUs[algo(1)][proto(2)];
   else if (is("threshold", 3) && algo(1) >= 0 && proto(2) >= 0) *i = &k->threadThreshold[algo(1)][proto(2)];
   else if (is("protoeff", 2) && proto(1) >= 0) *d = &k->protoEff[proto(1)];
@@ -248,6 +249,7 @@ std::string formatTuningConstants(const TuningConstants& k) {
       std::string ap = std::string(kAlgoKeys[a]) + "." + kProtoKeys[p];
       line("base." + ap, formatDouble(k.baseUs[a][p]));
       line("bweff." + ap, formatDouble(k.bwEff[a][p]));
+      line("bwcap." + ap, formatDouble(k.bwCapGBs[a][p]));
       line("step." + ap, formatDouble(k.stepUs[a][p]));
       line("threshold." + ap, std::to_string(k.threadThreshold[a][p]));
       for (int l = 0; l < kNumLinkTypes; ++l) line(std::string("hw.") + kLinkKeys[l] + "." + ap, formatDouble(k.hwUs[l][a][p]));
@@ -265,16 +267,23 @@ std::string formatTuningConstants(const TuningConstants& k) {
   return s;
 }
 
-// weft's kernels against the NCCL-fitted model (2xH200, session 9, weft-perf in CUDA graphs,
-// tools/fit_curves.sh): their fixed costs differ from NCCL's, so the model picked Direct/LL up to
-// 4 MiB and Ring/LL below, where weft's Ring/Simple (one chunk per rank part since session 9) is
-// faster. Measured: Ring/LL 9.8 us at 8 B (NCCL's fit: 5.5 us), Ring/Simple 12.6 us at 16 KiB
-// (the fit: 23.5 us), Direct/LL 12.1 us at 512 KiB and 28.0 us at 2 MiB (bandwidth efficiency
-// fitted to Direct's points from 128 KiB: 0.435). With these, weft-perf -g 2 against NCCL in one
-// call: all_reduce 2/4 MiB 0.96/0.73 -> 1.28/1.19, all_gather 4/8 MiB 0.94/0.87 -> 1.17/1.34,
-// reduce_scatter 4/8 MiB 0.81/1.10 -> 1.10/1.26, broadcast 64 KiB-2 MiB 0.70-0.86 -> 0.94-1.00;
-// small all_reduce (Direct) unchanged.
-constexpr const char* kWeftKernelCalibration = "base.ring.ll=8.6;base.ring.simple=5.8;bweff.direct.ll=0.435";
+// weft's kernels against the NCCL-fitted model (2xH200, weft-perf in CUDA graphs, tools/fit_curves.sh;
+// tests/unit/data/tuning-fit.md "weft's calibration", data in tuning-weft-h200x2.txt).
+// Session 9: weft's Ring/Simple (one chunk per rank part) has a smaller fixed cost than NCCL's
+// (12.6 us at 16 KiB; the fit said 23.5): base.ring.simple 5.8 moves all_reduce to Ring/Simple from
+// 2 MiB (2/4 MiB 0.96/0.73 -> 1.28/1.19x NCCL).
+// Session 12: the LL kernel got about 2x faster at small sizes (session 11: it fits CUDA's default
+// stack), so Ring/LL takes 4.9 us at 8 B (it was 9.8); one channel moves ~10 GB/s of LL payload,
+// but 32 channels together only ~130 GB/s (Ring/LL) and ~80 GB/s (Direct): the caps. Measured
+// winners in graphs, which these constants pick: all_reduce Direct up to 64 KiB, Ring/LL from 128
+// KiB to 1 MiB (Direct 6.86/11.70 us at 128/512 KiB, Ring/LL 6.25/8.99), Ring/Simple from 2 MiB;
+// AllGather, ReduceScatter, Broadcast and Reduce Ring/LL up to 512 KiB-2 MiB (AllGather's Direct
+// 4.8 us against Ring/LL 3.8 at 8 B-2 KiB; Broadcast/Reduce had left Ring/LL for the general Simple
+// kernel at 2-8 KiB: 5.3-5.8 us against 2.7-3.1).
+constexpr const char* kWeftKernelCalibration =
+    "base.ring.simple=5.8;"
+    "base.ring.ll=3.73;bweff.ring.ll=1.0;bwcap.ring.ll=125;"
+    "base.direct.ll=4.23;bweff.direct.ll=1.2;bwcap.direct.ll=80";
 
 TuningConstants TuningConstants::weftCalibrated() {
   TuningConstants k = defaults();

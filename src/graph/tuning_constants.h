@@ -12,6 +12,8 @@
 //   hw.<link>.<algo>.<proto>   us per hop over that link type
 //   protoeff.<proto>           payload fraction of what the protocol writes (LL 0.5)
 //   bweff.<algo>.<proto>       fraction of the nominal channel bandwidth this pair reaches
+//   bwcap.<algo>.<proto>       GB/s of payload one rank moves at most on all channels together
+//                              (0: no cap; channels then add bandwidth without limit)
 //   step.<algo>.<proto>        us of synchronisation per pipeline step (drives the pipeline term)
 //   funcbw.<func>, funcstep.<func>   per-collective multipliers of bweff and step (AllReduce = 1)
 //   channelshare.<func>        fraction of the channels a Ring/Tree call of that collective uses at most
@@ -37,6 +39,9 @@ struct TuningConstants {
   double hwUs[kNumLinkTypes][dev::kNumAlgos][dev::kNumProtos];
   double protoEff[dev::kNumProtos];
   double bwEff[dev::kNumAlgos][dev::kNumProtos];
+  // Channels add bandwidth until the pair reaches what its kernel and the link carry together: on
+  // 2xH200, Ring/LL moved ~10 GB/s on one channel but ~130 GB/s (not 32 x 10) on 32 (session 12).
+  double bwCapGBs[dev::kNumAlgos][dev::kNumProtos];
   double stepUs[dev::kNumAlgos][dev::kNumProtos];
   double funcBwEff[kNumCollFuncs];
   double funcStepScale[kNumCollFuncs];

@@ -411,7 +411,7 @@ TEST(TuningConstantsText, FormatRoundTripsAndParsesEveryKeyKind) {
                 "# comment\n base.ring.ll = 3.5\nHW.PCIE.Tree.LL128=2.25 ; bweff.tree.simple = 0.5\n"
                 "step.ring.simple = 0 # trailing comment\nprotoeff.ll = 0.45\nfuncbw.allgather = 0.9\n"
                 "funcstep.reduce = 2\nthreshold.ring.simple = 128\nmaxthreads.ll128 = 512\n"
-                "channelshare.broadcast = 0.75\n\n",
+                "channelshare.broadcast = 0.75\nbwcap.direct.ll = 80\n\n",
                 &k, &why),
             ncclSuccess)
       << why;
@@ -425,6 +425,7 @@ TEST(TuningConstantsText, FormatRoundTripsAndParsesEveryKeyKind) {
   EXPECT_EQ(k.threadThreshold[kRing][kSimple], 128);
   EXPECT_EQ(k.maxThreads[kLL128], 512);
   EXPECT_EQ(k.funcChannelShare[dev::kFuncBroadcast], 0.75);
+  EXPECT_EQ(k.bwCapGBs[dev::kAlgoDirect][kLL], 80.0);
 
   TuningConstants back = TuningConstants::defaults();
   ASSERT_EQ(parseTuningText(formatTuningConstants(k), &back, &why), ncclSuccess) << why;
@@ -507,9 +508,13 @@ TEST(TuningConstantsText, RefittedConstantsChangeTheChoice) {
 TEST(Tuning, WeftCalibrationMovesTheCrossoversToWhatWeftsKernelsMeasured) {
   const TuningConstants nccl = TuningConstants::defaults(), weft = TuningConstants::weftCalibrated();
   TuningConstants expected = nccl;
-  expected.baseUs[kRing][kLL] = 8.6;
   expected.baseUs[kRing][kSimple] = 5.8;
-  expected.bwEff[dev::kAlgoDirect][kLL] = 0.435;
+  expected.baseUs[kRing][kLL] = 3.73;
+  expected.bwEff[kRing][kLL] = 1.0;
+  expected.bwCapGBs[kRing][kLL] = 125;
+  expected.baseUs[dev::kAlgoDirect][kLL] = 4.23;
+  expected.bwEff[dev::kAlgoDirect][kLL] = 1.2;
+  expected.bwCapGBs[dev::kAlgoDirect][kLL] = 80;
   EXPECT_TRUE(sameConstants(weft, expected));
   EXPECT_FALSE(sameConstants(weft, nccl));
 
@@ -522,14 +527,49 @@ TEST(Tuning, WeftCalibrationMovesTheCrossoversToWhatWeftsKernelsMeasured) {
     EXPECT_EQ(selectAlgoProto(in, k, func, bytes, &c), ncclSuccess);
     return std::make_pair(c.algo, c.proto);
   };
+  // What session 12 measured fastest on 2xH200 in CUDA graphs (tuning-fit.md).
   const auto direct = std::make_pair((int)dev::kAlgoDirect, kLL), ringSimple = std::make_pair(kRing, kSimple);
+  const auto ringLL = std::make_pair(kRing, kLL);
   EXPECT_EQ(choose(weft, kAr, 8), direct);
-  EXPECT_EQ(choose(weft, kAr, 512 << 10), direct);
+  EXPECT_EQ(choose(weft, kAr, 64 << 10), direct);
+  EXPECT_EQ(choose(weft, kAr, 128 << 10), ringLL);
+  EXPECT_EQ(choose(weft, kAr, 512 << 10), ringLL);  // Direct 11.70 us, Ring/LL 8.99
+  EXPECT_EQ(choose(weft, kAr, 1 << 20), ringLL);
   EXPECT_EQ(choose(weft, kAr, 2 << 20), ringSimple);
   EXPECT_EQ(choose(nccl, kAr, 2 << 20), direct);  // what the NCCL fit alone picked (0.96x NCCL there)
   EXPECT_EQ(choose(weft, kAr, 4 << 20), ringSimple);
-  EXPECT_EQ(choose(weft, kAg, 1 << 20), direct);
-  EXPECT_EQ(choose(weft, kAg, 4 << 20), ringSimple);
-  EXPECT_EQ(choose(weft, dev::kFuncReduceScatter, 64 << 10), std::make_pair(kRing, kLL));
-  EXPECT_EQ(choose(weft, dev::kFuncReduceScatter, 4 << 20), ringSimple);
+  EXPECT_EQ(choose(weft, kAg, 8), ringLL);  // Direct 4.8 us, Ring/LL 3.8
+  EXPECT_EQ(choose(weft, kAg, 1 << 20), ringLL);
+  EXPECT_EQ(choose(weft, kAg, 8 << 20), ringSimple);
+  EXPECT_EQ(choose(weft, dev::kFuncReduceScatter, 64 << 10), ringLL);
+  EXPECT_EQ(choose(weft, dev::kFuncReduceScatter, 8 << 20), ringSimple);
+  EXPECT_EQ(choose(weft, kBc, 4 << 10), ringLL);  // the general Simple kernel took 5.3 us, Ring/LL 2.7
+  EXPECT_EQ(choose(weft, dev::kFuncReduce, 8), ringLL);
+  EXPECT_EQ(choose(weft, kBc, 2 << 20), ringSimple);
+}
+
+// bwcap.<algo>.<proto>: channels add bandwidth until together they reach the cap.
+TEST(Tuning, BandwidthCapBoundsWhatAllChannelsMoveTogether) {
+  TuningInput in = h200x2();
+  in.maxChannels = 32;
+  TuningConstants k = TuningConstants::defaults();
+  const size_t big = 64 << 20;  // 32 channels
+  const TuningChoice free = estimateCollective(in, k, kAr, kRing, kLL, big);
+  k.bwCapGBs[kRing][kLL] = 50;
+  const TuningChoice capped = estimateCollective(in, k, kAr, kRing, kLL, big);
+  EXPECT_EQ(capped.nChannels, free.nChannels);  // the cap prices channels, it does not drop them
+  // AllReduce on 2 ranks moves `big` bytes per rank; at 50 GB/s that alone is big / 50e3 us.
+  EXPECT_GE(capped.timeUs, double(big) / 50e3);
+  EXPECT_GT(capped.timeUs, free.timeUs * 1.5);
+  // One channel's worth of data stays below the cap: unchanged.
+  k.bwCapGBs[kRing][kLL] = 1000;
+  EXPECT_DOUBLE_EQ(estimateCollective(in, k, kAr, kRing, kLL, 4096).timeUs,
+                   estimateCollective(in, TuningConstants::defaults(), kAr, kRing, kLL, 4096).timeUs);
+  // Direct too.
+  in.meshChannels = 32;
+  TuningConstants d = TuningConstants::defaults();
+  const double before = estimateCollective(in, d, kAr, dev::kAlgoDirect, kLL, 1 << 20).timeUs;
+  d.bwCapGBs[dev::kAlgoDirect][kLL] = 10;
+  EXPECT_GE(estimateCollective(in, d, kAr, dev::kAlgoDirect, kLL, 1 << 20).timeUs, double(1 << 20) / 10e3);
+  EXPECT_GT(estimateCollective(in, d, kAr, dev::kAlgoDirect, kLL, 1 << 20).timeUs, before);
 }

@@ -18,6 +18,8 @@ The model (same equations as src/graph/tuning.cc, single node):
   s = bytes * busFactor(f, a, n) / c, c = clamp(bytes / (threshold * maxThreads), 1, maxChannels)
   pipe(s) = 2 sqrt(s * alpha / b) while the best chunk sqrt(s * alpha * b) fits one step,
             else s * alpha / step + step / b;   alpha = stepUs[a][p] * funcStep[f]
+  b is at most bwcap[a][p] / c: "fix bwcap.ring.ll 125" lines set such caps (GB/s of payload on
+  all channels together); they are not fitted.
 What is fitted: base, bwEff and stepUs per (algo, proto) from AllReduce curves; funcBw and
 funcStep per collective from its Ring/Simple curve, with base shared. Direct (weft's one-hop
 LL algorithms; algo "direct", proto "ll" for one-shot and AllGather, "ll-twoshot" for two-shot
@@ -68,13 +70,19 @@ def pipe(s, alpha, b, step):
     return s * alpha / step + step / b
 
 
+def capped(k, algo, proto, b, c):
+    """One channel's bandwidth when c channels share the pair's cap (bwcap, GB/s; 0 or absent: none)."""
+    cap = k.get(f"bwcap.{algo}.{proto}", 0.0) * 1e3
+    return min(b, cap / c) if cap > 0 else b
+
+
 DIRECT_THRESHOLD = 16  # bytes per thread of a Direct/LL channel (tuning_constants.cc)
 
 
 def predict_direct(cfg, k, func, proto, nbytes):
     n = cfg["nranks"]
     c = min(max(nbytes / (DIRECT_THRESHOLD * MAX_THREADS["ll"]), 1.0), cfg["maxchannels"])
-    b = cfg["bwperchannel"] * 1e3 * PROTO_EFF["ll"] * k["bweff.direct.ll"]
+    b = capped(k, "direct", "ll", cfg["bwperchannel"] * 1e3 * PROTO_EFF["ll"] * k["bweff.direct.ll"], c)
     if func == "allgather":
         nhops, sent = 1, nbytes * (n - 1) / n
     elif proto == "ll-twoshot":
@@ -91,6 +99,7 @@ def predict(cfg, k, func, algo, proto, nbytes):
     thr = THRESHOLD[proto] * (n if (algo == "ring" and proto == "ll") else 1)
     c = min(max(nbytes / (thr * MAX_THREADS[proto]), 1.0), cfg["maxchannels"])
     b = cfg["bwperchannel"] * 1e3 * PROTO_EFF[proto] * k[f"bweff.{algo}.{proto}"] * k[f"funcbw.{func}"]
+    b = capped(k, algo, proto, b, c)
     s = nbytes * bus_factor(func, algo, n) / c
     alpha = k[f"step.{algo}.{proto}"] * k[f"funcstep.{func}"]
     lat = k[f"base.{algo}.{proto}"] + hops(func, algo, n) * HW[cfg["link"]][algo][PROTOS.index(proto)]
