@@ -52,6 +52,7 @@ struct Coll {
   bool inPlace = false;
   int shift = 0;              // bytes added to both buffers' 128-byte aligned addresses
   bool randomFloats = false;  // arbitrary float inputs: only cross-rank bit equality is checked
+  float scalar = 0;           // PreMulSum with randomFloats: this scalar (inexact products) instead of scalarOf
   std::vector<AlignedBytes> in, out;
   std::vector<std::vector<double>> inputs;
   std::vector<char*> recvPtr;
@@ -104,6 +105,7 @@ void addColl(const MeshComm& comm, Coll& k, Works& works, std::mt19937& rng) {
       w.chanCount = part.count;
       w.sendPeer = w.recvPeer = -1;
       w.redOpArg = redOpArgOf(k.op, k.type, n);
+      if (k.scalar != 0) std::memcpy(&w.redOpArg, &k.scalar, sizeof(k.scalar));
       works[r][c].push_back(w);
     }
   }
@@ -185,6 +187,12 @@ void allReduceCases(bool twoShot) {
     Coll randomHalf = direct(kFuncAllReduce, kFloat16, kRedSum, 333, twoShot, true);
     randomHalf.randomFloats = true;
     colls.push_back(std::move(randomHalf));
+    // An inexact scalar: a fused multiply-add on one rank and a rounded product on the other
+    // would give different bits (two ranks combine each other's values, coll/run_direct.cuh).
+    Coll randomScaled = direct(kFuncAllReduce, kFloat32, kRedPreMulSum, 301, twoShot);
+    randomScaled.randomFloats = true;
+    randomScaled.scalar = 0.3f;
+    colls.push_back(std::move(randomScaled));
     runAndCheck(comm, colls, rng, std::to_string(n) + " ranks");
     EXPECT_GT(comm.step(0, 0, 1), (uint64_t)kSteps) << "the slot ring should wrap";
   }

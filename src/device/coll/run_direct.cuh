@@ -9,6 +9,33 @@
 
 namespace weft::dev {
 
+// One-shot AllReduce between two ranks through the LL primitives of the channel's one connection
+// pair: per chunk, send our input, then combine the peer's with ours, the lower rank's value first
+// on both ends (the same bits, as DirectLinks' rank-order fold gives). Same lines, steps and slots
+// as DirectLinks, so Direct, Ring and SendRecv work follow each other on these connections, and
+// 1.1-1.3 us faster per call (session 12, two ranks on one H200, CUDA graph, 8 B-4 KiB float sum:
+// 3.2-3.5 us against DirectLinks' 4.4-4.7; DirectLinks' general machinery for n peers costs that
+// much even at one peer).
+template <typename Fn>
+WEFT_DEV void runDirectPairAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& env) {
+  using T = typename Fn::Elem;
+  const int me = env.comm->rank;
+  DevPeer& peer = env.comm->channels[env.channel].peers[1 - me];
+  ConnInfo* recv = &peer.recv;
+  ConnInfo* send = &peer.send;
+  if (recv->buffs[kProtoLL] == nullptr || send->buffs[kProtoLL] == nullptr) arch::trap();  // no connection
+  const uint64_t chunk = llChunkElems(w.chunkElems, connStepBytes<LLProto>(recv, send), (int)sizeof(T));
+  LLPrims<Fn> p(llFullGroup(), env.sh, env.comm->abortFlag, recv, send, static_cast<const T*>(w.sendBuff),
+                static_cast<T*>(w.recvBuff), chunk, Fn::fromWork(w));
+  for (uint64_t off = 0; off < w.chanCount; off += chunk) {
+    const int64_t n = (int64_t)minU64(chunk, w.chanCount - off);
+    const int64_t at = (int64_t)(w.chanOffset + off);
+    p.send(at, n);
+    p.recvReduceCopyInRankOrder(at, at, n, me == 0);
+  }
+  p.finish();
+}
+
 // AllReduce with functor Fn: one-shot, or two-shot with kWorkFlagTwoShot.
 template <typename Fn>
 WEFT_DEV void runDirectAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& env) {
@@ -20,6 +47,10 @@ WEFT_DEV void runDirectAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& e
     flagLocal(fn, kFlagSrcIn | kFlagDstOut | kFlagPost, arch::threadId(), kLLThreads,
               reinterpret_cast<const char*>(in + w.chanOffset), reinterpret_cast<char*>(out + w.chanOffset),
               (int64_t)(w.chanCount * sizeof(T)));
+    return;
+  }
+  if (env.comm->nRanks == 2 && !(w.flags & kWorkFlagTwoShot)) {
+    runDirectPairAllReduce<Fn>(w, env);
     return;
   }
   DirectLinks links(env.comm, env.channel, env.sh, kLLThreads);

@@ -253,13 +253,22 @@ enum FlagOp : int {
   kFlagSrcIn = 4,   // our input is a source (pre-op applies to it)
   kFlagDstOut = 8,  // write our output
   kFlagPost = 16,   // the result is final: apply the post-op
+  // With kFlagRecv | kFlagSrcIn: reduce in a fixed operand order, the pre-op applied on its own
+  // (not fused: PreMulSum's fma would round differently), so that the two ends of a pair, each
+  // combining its own value with the other's, get the same bits: reduce(own', received) with
+  // kFlagOwnFirst (the lower rank), reduce(received, own') without.
+  kFlagRankOrder = 1 << 5,
+  kFlagOwnFirst = 1 << 6,
 };
 
 // The value of one 16-byte part: recv (if any) combined with our input (if any).
 template <typename Fn>
 WEFT_DEV Pack16 flagCombine(const Fn& fn, int ops, const Pack16& recv, const Pack16& own) {
   Pack16 v;
-  if ((ops & kFlagRecv) && (ops & kFlagSrcIn)) v = Fn::kPreOp ? fn.reducePre(recv, own) : fn.reduce(recv, own);
+  if ((ops & kFlagRecv) && (ops & kFlagSrcIn) && (ops & kFlagRankOrder)) {
+    const Pack16 mine = Fn::kPreOp ? fn.preOp(own) : own;
+    v = (ops & kFlagOwnFirst) ? fn.reduce(mine, recv) : fn.reduce(recv, mine);
+  } else if ((ops & kFlagRecv) && (ops & kFlagSrcIn)) v = Fn::kPreOp ? fn.reducePre(recv, own) : fn.reduce(recv, own);
   else if (ops & kFlagRecv) v = recv;
   else v = Fn::kPreOp ? fn.preOp(own) : own;
   if (Fn::kPostOp && (ops & kFlagPost)) v = fn.postOp(v);
@@ -278,6 +287,11 @@ class FlagPrimsApi {
   }
   WEFT_DEV void recvReduceCopy(int64_t inOff, int64_t outOff, int64_t n) {
     self()->run(kFlagRecv | kFlagSrcIn | kFlagDstOut | kFlagPost, inOff, outOff, n);
+  }
+  // recvReduceCopy whose result has the same bits at both ends of a pair (kFlagRankOrder).
+  WEFT_DEV void recvReduceCopyInRankOrder(int64_t inOff, int64_t outOff, int64_t n, bool ownFirst) {
+    self()->run(kFlagRecv | kFlagSrcIn | kFlagDstOut | kFlagPost | kFlagRankOrder | (ownFirst ? kFlagOwnFirst : 0),
+                inOff, outOff, n);
   }
   WEFT_DEV void recvReduceCopySend(int64_t inOff, int64_t outOff, int64_t n) {
     self()->run(kFlagRecv | kFlagSend | kFlagSrcIn | kFlagDstOut | kFlagPost, inOff, outOff, n);
