@@ -16,7 +16,8 @@
 # midscan / crossover / tunecheck (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a
 # candidate NCCL_WEFT_TUNING), p2pchan (sendrecv/alltoall on every channel of a pair), sharedperf
 # (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+..."), stackab
-# (OLD=folder: an older library's stack need, memory and speed against these binaries).
+# (OLD=folder: an older library's stack need, memory and speed against these binaries), small (every
+# collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -155,6 +156,23 @@ stage_stackab() {
     perfv stackgen $ops 8 256M 8 ${STACKAB_N:-20}
   echo "== defaults, new/old busbw ($m)"
   VARIANTS="nccl:$old:$sh new:$B:$sh" PERF_MODE="$m" perfv stackdef $ops 8 256M 8 ${STACKAB_N:-20}
+}
+# Small and mid sizes of every collective, us per call, one thread per GPU, in a CUDA graph and from
+# the stream, two rounds: NCCL, these binaries and (OLD=folder) an older libnccl.so.2.
+stage_small() {
+  echo "== us at 8 32 128 512 2K 8K 32K 128K 512K 2M (-t $NG -g 1; graph = -G 10)"
+  local libs="nccl:$NCCL weft:$B"; [ -n "${OLD:-}" ] && libs="$libs old:$OLD"
+  for op in all_reduce all_gather reduce_scatter broadcast reduce; do
+    for g in "-G 10" ""; do
+      for round in 1 2; do
+        for v in $libs; do
+          printf "%-14s %-5s %-6s" $op ${v%%:*} "$([ -n "$g" ] && echo graph || echo stream)"
+          LD_LIBRARY_PATH=${v#*:} timeout 100 $B/tools/weft-perf $op -t $NG -g 1 $g -b 8 -e 4M -f 4 -c 0 -n 300 -w 30 2>&1 |
+            awk '/^ +[0-9]+ +[0-9]+ /{printf " %s", $6} END{print ""}'
+        done
+      done
+    done
+  done
 }
 # Where Ring/Simple should take over from Direct/LL (all_reduce, one thread per GPU).
 stage_crossover() {
