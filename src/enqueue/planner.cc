@@ -85,7 +85,30 @@ void planCollective(const Task& t, const CollChoice& choice, const PlanShape& sh
 }
 
 // Appends launches of at most kMaxWorksPerChannel items per channel; order is kept per channel.
-void cutLaunches(int proto, const ChannelWorks& perChannel, std::vector<PlannedLaunch>* launches) {
+// Takes the lists: when every channel's items fit one launch (nearly always) they move into it, so
+// a 32-channel launch costs no copy and no allocation per channel here (the host's enqueue time is
+// the latency of stream launches; the planner was ~1.9 us of it at 32 channels).
+void cutLaunches(int proto, ChannelWorks& perChannel, std::vector<PlannedLaunch>* launches) {
+  size_t busy = 0;
+  bool fitsOne = true;
+  for (const auto& list : perChannel) {
+    busy += list.empty() ? 0 : 1;
+    fitsOne = fitsOne && list.size() <= (size_t)dev::kMaxWorksPerChannel;
+  }
+  if (busy == 0) return;
+  if (fitsOne) {
+    PlannedLaunch launch;
+    launch.proto = proto;
+    launch.channels.reserve(busy);
+    launch.works.reserve(busy);
+    for (size_t c = 0; c < perChannel.size(); ++c) {
+      if (perChannel[c].empty()) continue;
+      launch.channels.push_back((int)c);
+      launch.works.push_back(std::move(perChannel[c]));
+    }
+    launches->push_back(std::move(launch));
+    return;
+  }
   std::vector<size_t> taken(perChannel.size(), 0);
   for (;;) {
     PlannedLaunch launch;
@@ -398,7 +421,7 @@ Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::ve
     for (int c = 0; c < nBlocks; ++c) seg[c].insert(seg[c].end(), p2pWorks[c].begin(), p2pWorks[c].end());
   }
   launches->clear();
-  for (const Segment& s : segments) cutLaunches(s.proto, s.perChannel, launches);
+  for (Segment& s : segments) cutLaunches(s.proto, s.perChannel, launches);
   return ncclSuccess;
 }
 
