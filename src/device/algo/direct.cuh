@@ -36,23 +36,29 @@ class DirectLinks {
     tid_ = arch::threadId();
     nThreads_ = nThreads;
     if (n_ > kDirectMaxRanks) arch::trap();  // the host plans Direct only up to kDirectMaxRanks
-    uint64_t sb = ~0ull;
-    for (int q = 0; q < n_; q++) {
-      if (q == rank_) continue;
-      const ConnInfo& s = peers_[q].send;
-      const ConnInfo& r = peers_[q].recv;
-      if (s.buffs[kProtoLL] == nullptr || r.buffs[kProtoLL] == nullptr) arch::trap();  // no connection
-      sb = minU64(sb, minU64((uint64_t)s.stepBytes[kProtoLL], (uint64_t)r.stepBytes[kProtoLL]));
-    }
-    stepBytes_ = sb == ~0ull ? kLLMinStepBytes : sb;
-    // Thread q reads peer q's counters, the head too: in parallel with the other loads rather
-    // than by every warp after the barrier (one round trip less before the first write).
+    // Thread q gathers peer q's connections (buffers, heads, step sizes, counters, and the head's
+    // value) into shared memory: every peer's loads in parallel, once, rather than every thread
+    // walking every peer's ConnInfo, and no per-access reloads of the buffer pointers later.
     if (tid_ < n_ && tid_ != rank_) {
-      sh_->directSendBase[tid_] = arch::ldN<8>(&peers_[tid_].send.step);
-      sh_->directRecvBase[tid_] = arch::ldN<8>(&peers_[tid_].recv.step);
-      sh_->directHeadBase[tid_] = arch::ldAcquireSys(peers_[tid_].send.head);
+      const ConnInfo& s = peers_[tid_].send;
+      const ConnInfo& r = peers_[tid_].recv;
+      char* sendBuff = s.buffs[kProtoLL];
+      char* recvBuff = r.buffs[kProtoLL];
+      if (sendBuff == nullptr || recvBuff == nullptr) arch::trap();  // no connection
+      sh_->directSendBuff[tid_] = sendBuff;
+      sh_->directRecvBuff[tid_] = recvBuff;
+      sh_->directSendHead[tid_] = s.head;
+      sh_->directRecvHead[tid_] = r.head;
+      sh_->directStepBytes[tid_] = minU64((uint64_t)s.stepBytes[kProtoLL], (uint64_t)r.stepBytes[kProtoLL]);
+      sh_->directSendBase[tid_] = arch::ldN<8>(&s.step);
+      sh_->directRecvBase[tid_] = arch::ldN<8>(&r.step);
+      sh_->directHeadBase[tid_] = arch::ldAcquireSys(s.head);
     }
-    arch::barSync(kBarrier, nThreads_);  // the bases are written before anyone reads them
+    arch::barSync(kBarrier, nThreads_);  // the peers' entries are written before anyone reads them
+    uint64_t sb = ~0ull;
+    for (int q = 0; q < n_; q++)
+      if (q != rank_) sb = minU64(sb, sh_->directStepBytes[q]);
+    stepBytes_ = sb == ~0ull ? kLLMinStepBytes : sb;
     if (arch::laneId() == 0) {
       for (int q = 0; q < n_; q++) headSeen(q) = sh_->directHeadBase[q];
     }
@@ -73,7 +79,7 @@ class DirectLinks {
         uint64_t seen = headSeen(q);
         int spins = 0;
         while (seen + kSteps <= last) {
-          seen = arch::ldAcquireSys(peers_[q].send.head);
+          seen = arch::ldAcquireSys(sh_->directSendHead[q]);
           if (seen + kSteps > last || spinAborted(&spins)) break;
         }
         headSeen(q) = seen;
@@ -87,7 +93,7 @@ class DirectLinks {
   WEFT_DEV void write(int q, int k, int64_t p, const Pack16& v, bool two) {
     if (aborted_) return;
     const uint64_t step = sendStep(q) + (uint64_t)k;
-    char* line = peers_[q].send.buffs[kProtoLL] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
+    char* line = sh_->directSendBuff[q] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
     const uint32_t flag = llFlag(step);
     Pack16 a;
     a.w[0] = v.w[0];
@@ -107,7 +113,7 @@ class DirectLinks {
     Pack16 v{};
     if (aborted()) return v;
     const uint64_t step = recvStep(q) + (uint64_t)k;
-    const char* line = peers_[q].recv.buffs[kProtoLL] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
+    const char* line = sh_->directRecvBuff[q] + (step % kSteps) * stepBytes_ + (uint64_t)p * 2 * kLLLineBytes;
     const uint32_t flag = llFlag(step);
     Pack16 a = arch::ldLine16(line), b{};
     if (two) b = arch::ldLine16(line + kLLLineBytes);
@@ -145,7 +151,7 @@ class DirectLinks {
     taken_ += (uint64_t)steps;
     if (tid_ == 0 && !aborted()) {
       for (int q = 0; q < n_; q++)
-        if (q != rank_) arch::stRelaxedSys(peers_[q].recv.head, recvStep(q));
+        if (q != rank_) arch::stRelaxedSys(sh_->directRecvHead[q], recvStep(q));
     }
   }
 
@@ -182,7 +188,7 @@ class DirectLinks {
   }
 
   WEFT_DEV void wipeSlot(int q, uint64_t step) {
-    char* slot = peers_[q].recv.buffs[kProtoLL] + (step % kSteps) * stepBytes_;
+    char* slot = sh_->directRecvBuff[q] + (step % kSteps) * stepBytes_;
     Pack16 v;
     v.w[0] = v.w[2] = 0;
     v.w[1] = v.w[3] = llWipeFlag(step);

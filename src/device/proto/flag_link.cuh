@@ -22,9 +22,15 @@ constexpr int kFlagMaxGroups = 2;
 // Block-shared state of LL/LL128 (static shared memory of the kernel).
 struct FlagShared {
   uint32_t aborted;
-  // Direct (algo/direct.cuh): every peer's send and receive step at the start of the item, and
-  // each warp's last seen head per peer (lane 0). In shared memory because arrays indexed by a
-  // peer number would otherwise live in each thread's local memory.
+  // Direct (algo/direct.cuh): every peer's LL buffers, head pointers and step sizes, its send and
+  // receive step at the start of the item, and each warp's last seen head per peer (lane 0). In
+  // shared memory because arrays indexed by a peer number would otherwise live in each thread's
+  // local memory; loaded once per item by one thread per peer.
+  char* directSendBuff[kDirectMaxRanks];
+  char* directRecvBuff[kDirectMaxRanks];
+  volatile uint64_t* directSendHead[kDirectMaxRanks];  // ours, polled
+  volatile uint64_t* directRecvHead[kDirectMaxRanks];  // the peer's, published
+  uint64_t directStepBytes[kDirectMaxRanks];
   uint64_t directSendBase[kDirectMaxRanks];
   uint64_t directRecvBase[kDirectMaxRanks];
   uint64_t directHeadBase[kDirectMaxRanks];
