@@ -175,7 +175,7 @@ Status loadKernels() {
   };
   for (int p = 0; p < dev::kNumProtos; ++p)
     if (dev::protocolUsable((dev::Proto)p)) WEFT_TRY(load(dev::kernelFunction((dev::Proto)p)));
-  for (int kind = dev::kSpecialNone + 1; kind < dev::kNumSpecialKernels; ++kind)
+  for (int kind = dev::kSpecialNone + 1; kind < dev::kNumSpecialKinds; ++kind)
     WEFT_TRY(load(dev::specialKernelFunction(kind)));
   return runtime::reserveStack(stack);
 }

@@ -17,6 +17,10 @@ __global__ void __launch_bounds__(kLLThreads, 1) weftKernelSpecial(const WEFT_GR
 
 const void* specialKernelFunction(int kind) {
   if (specialKernelProto(kind) == kProtoSimple) return specialSimpleKernelEntry(kind);
+  if (kind >= kSpecialLLFunctorFirst) {
+    const void* fn = llFunctorKernelEntryPart0(kind);
+    return fn != nullptr ? fn : llFunctorKernelEntryPart1(kind);
+  }
   switch (kind) {
     case kSpecialDirectSumF32: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumF32>);
     case kSpecialDirectSumF16: return reinterpret_cast<const void*>(&weftKernelSpecial<kSpecialDirectSumF16>);

@@ -31,12 +31,59 @@ enum SpecialKernel : int {
   kSpecialRingSumBf16,    // ... of bfloat16
   kSpecialRingCopy,       // Ring Broadcast or AllGather (any type: moved as bytes)
   kSpecialSendRecv,       // SendRecv (any type)
-  kNumSpecialKernels
+  kNumSpecialKernels,
+  // LL reductions (AllReduce on Ring, Tree or Direct; Reduce, ReduceScatter on Ring) with one of the
+  // functors the general LL kernel runs out of line (every one but the sums of float, half and
+  // bfloat16): kind kSpecialLLFunctorFirst + redOp * kNumDataTypes + type, signed integers folded
+  // onto unsigned ones where the bits agree (llFunctorKind). kernel_ll_functor*.cu.
+  kSpecialLLFunctorFirst = kNumSpecialKernels,
+  kNumSpecialKinds = kSpecialLLFunctorFirst + kNumRedOps * kNumDataTypes
 };
 
 // The protocol whose launch shape the kernel of `kind` has.
 WEFT_HD constexpr Proto specialKernelProto(int kind) {
   return kind >= kSpecialRingSumF32 && kind < kNumSpecialKernels ? kProtoSimple : kProtoLL;
+}
+
+// Whether (op, type) is one of the functors the general LL kernel inlines (dispatch's kHotFn on
+// NVIDIA): those never need a functor kernel.
+WEFT_HD constexpr bool llInlinedFunctor(int op, int type) {
+  return op == kRedSum && (type == kFloat32 || type == kFloat16 || type == kBfloat16);
+}
+
+// The same bits for signed and unsigned integers: sum, product, PreMulSum (two's complement).
+WEFT_HD constexpr bool redOpFoldsSigned(int op) { return op == kRedSum || op == kRedProd || op == kRedPreMulSum; }
+
+WEFT_HD constexpr int unsignedTwin(int type) {
+  return type == kInt8 ? kUint8 : type == kInt32 ? kUint32 : type == kInt64 ? kUint64 : type;
+}
+
+WEFT_HD constexpr bool isIntegerType(int type) { return type <= kUint64; }
+
+// The functor kernel of LL reductions with (op, type), or kSpecialNone where there is none: an
+// inlined functor, a pair that does not exist (SumPostDiv is for integers only).
+WEFT_HD constexpr int llFunctorKind(int op, int type) {
+  if (op < 0 || op >= kNumRedOps || type < 0 || type >= kNumDataTypes) return kSpecialNone;
+  if (op == kRedSumPostDiv && !isIntegerType(type)) return kSpecialNone;
+  if (redOpFoldsSigned(op)) type = unsignedTwin(type);
+  if (llInlinedFunctor(op, type)) return kSpecialNone;
+  return kSpecialLLFunctorFirst + op * kNumDataTypes + type;
+}
+WEFT_HD constexpr int llFunctorKindOp(int kind) { return (kind - kSpecialLLFunctorFirst) / kNumDataTypes; }
+WEFT_HD constexpr int llFunctorKindType(int kind) { return (kind - kSpecialLLFunctorFirst) % kNumDataTypes; }
+// Whether item w belongs in the functor kernel of `kind` (a built one): specialKernelOf(w) == kind,
+// as a few comparisons with the kind's constants (the kernel checks every item it runs).
+WEFT_HD constexpr bool fitsLLFunctorKind(const DevWork& w, int kind) {
+  const int op = llFunctorKindOp(kind), type = llFunctorKindType(kind);
+  const bool reduction = w.func == kFuncAllReduce || w.func == kFuncReduce || w.func == kFuncReduceScatter;
+  const bool typeFits = w.dataType == type || (redOpFoldsSigned(op) && unsignedTwin(w.dataType) == type);
+  return w.proto == kProtoLL && reduction && w.redOp == op && typeFits;
+}
+
+// Whether `kind` is a functor kernel that exists (the range has holes: folded and inlined pairs).
+WEFT_HD constexpr bool llFunctorKindBuilt(int kind) {
+  return kind >= kSpecialLLFunctorFirst && kind < kNumSpecialKinds &&
+         llFunctorKind(llFunctorKindOp(kind), llFunctorKindType(kind)) == kind;
 }
 
 // Simple kinds whose slices call a non-inlined reduceCopy (SimplePrims' OutlineCopies). Measured
@@ -66,10 +113,16 @@ WEFT_HD SpecialKernel sumKernelOf(int dataType, SpecialKernel f32, SpecialKernel
 WEFT_HD SpecialKernel specialKernelOf(const DevWork& w) {
   const bool sum = w.redOp == kRedSum;
   if (w.proto == kProtoLL) {
-    if (w.algo != kAlgoDirect) return kSpecialNone;
-    if (w.func == kFuncAllGather) return kSpecialDirectGather;
-    if (w.func != kFuncAllReduce || !sum) return kSpecialNone;
-    return detail::sumKernelOf(w.dataType, kSpecialDirectSumF32, kSpecialDirectSumF16, kSpecialDirectSumBf16);
+    // The Direct kinds first: their kernels check their items with this function, on the
+    // latency path (the functor mapping below costs ~0.2 us more per launch, measured).
+    if (w.algo == kAlgoDirect && w.func == kFuncAllGather) return kSpecialDirectGather;
+    if (w.algo == kAlgoDirect && w.func == kFuncAllReduce && sum) {
+      const SpecialKernel k =
+          detail::sumKernelOf(w.dataType, kSpecialDirectSumF32, kSpecialDirectSumF16, kSpecialDirectSumBf16);
+      if (k != kSpecialNone) return k;
+    }
+    const bool reduction = w.func == kFuncAllReduce || w.func == kFuncReduce || w.func == kFuncReduceScatter;
+    return reduction ? (SpecialKernel)llFunctorKind(w.redOp, w.dataType) : kSpecialNone;
   }
   if (w.proto != kProtoSimple) return kSpecialNone;
   if (w.func == kFuncSendRecv) return kSpecialSendRecv;

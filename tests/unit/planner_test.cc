@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "device/kernel_api.h"
 #include "device/special_kernels.h"
 #include "planner_test_util.h"
 
@@ -289,17 +290,22 @@ TEST(Planner, UnpairedSelfSendIsRefused) {
             ncclInvalidUsage);
 }
 
+namespace {
+// An item with these fields, the rest zero (what the special-kernel choice reads).
+dev::DevWork kindItem(int func, int algo, int proto, int op, int type) {
+  dev::DevWork w{};
+  w.func = (uint8_t)func;
+  w.algo = (uint8_t)algo;
+  w.proto = (uint8_t)proto;
+  w.redOp = (uint8_t)op;
+  w.dataType = (uint8_t)type;
+  return w;
+}
+}  // namespace
+
 // The specialized kernel of a launch: only when every item is of the same specialized kind.
 TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
-  auto item = [](int func, int algo, int proto, int op, int type) {
-    dev::DevWork w{};
-    w.func = (uint8_t)func;
-    w.algo = (uint8_t)algo;
-    w.proto = (uint8_t)proto;
-    w.redOp = (uint8_t)op;
-    w.dataType = (uint8_t)type;
-    return w;
-  };
+  auto item = kindItem;
   const dev::DevWork f32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kFloat32);
   const dev::DevWork bf16 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kBfloat16);
   const dev::DevWork gather = item(dev::kFuncAllGather, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kInt64);
@@ -320,8 +326,26 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   EXPECT_EQ(kindOf({{f32}, {bf16}}), dev::kSpecialNone) << "two kinds in one launch";
   EXPECT_EQ(kindOf({{f32, gather}}), dev::kSpecialNone);
   EXPECT_EQ(kindOf({{f32}, {ring}}), dev::kSpecialNone) << "a Ring item needs the general kernel";
-  EXPECT_EQ(kindOf({{maxF32}}), dev::kSpecialNone) << "max is not specialized";
-  EXPECT_EQ(kindOf({{sumI32}}), dev::kSpecialNone) << "int32 is not specialized";
+  // LL reductions with a functor the general LL kernel runs out of line: that functor's kernel, for
+  // Direct, Ring and Tree items alike (signed integer sums share the unsigned kernel).
+  const int maxF32Kind = dev::llFunctorKind(dev::kRedMax, dev::kFloat32);
+  const int sumU32Kind = dev::llFunctorKind(dev::kRedSum, dev::kUint32);
+  ASSERT_NE(maxF32Kind, dev::kSpecialNone);
+  ASSERT_NE(sumU32Kind, dev::kSpecialNone);
+  ASSERT_NE(maxF32Kind, sumU32Kind);
+  EXPECT_EQ(kindOf({{maxF32}}), maxF32Kind);
+  EXPECT_EQ(kindOf({{sumI32}}), sumU32Kind);
+  dev::DevWork sumU32Tree = sumI32;
+  sumU32Tree.dataType = dev::kUint32;
+  sumU32Tree.algo = dev::kAlgoTree;
+  dev::DevWork maxF32Rs = maxF32;
+  maxF32Rs.func = dev::kFuncReduceScatter;
+  maxF32Rs.algo = dev::kAlgoRing;
+  EXPECT_EQ(kindOf({{sumI32}, {sumU32Tree}}), sumU32Kind) << "int32 and uint32 sums: the same bits, one kernel";
+  EXPECT_EQ(kindOf({{maxF32Rs}, {maxF32}}), maxF32Kind);
+  EXPECT_EQ(kindOf({{maxF32}, {sumI32}}), dev::kSpecialNone) << "two functors in one launch";
+  EXPECT_EQ(kindOf({{maxF32, gather}}), dev::kSpecialNone) << "a functor kind and a copy";
+  EXPECT_EQ(kindOf({{ring}}), dev::kSpecialNone) << "float sum on Ring/LL is inlined in the general kernel";
   EXPECT_EQ(kindOf({}), dev::kSpecialNone) << "no items";
   dev::DevWork simpleGather = gather;
   simpleGather.proto = dev::kProtoSimple;
@@ -354,4 +378,55 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   EXPECT_EQ(kindOf({{ringSum}}), dev::kSpecialNone) << "a Simple item in a launch that says LL";
   for (int k = dev::kSpecialNone + 1; k < dev::kNumSpecialKernels; ++k)
     EXPECT_EQ(dev::specialKernelProto(k), k >= dev::kSpecialRingSumF32 ? dev::kProtoSimple : dev::kProtoLL) << k;
+  EXPECT_EQ(dev::specialKernelProto(maxF32Kind), dev::kProtoLL);
+}
+
+// Every (operation, type) pair the general LL kernel runs out of line has a functor kind, built into
+// the library (both parts of kernel_ll_functor*.cu together), and no other kind of the range is.
+TEST(Planner, EveryOutOfLineLLFunctorHasAKernel) {
+  int built = 0;
+  for (int op = 0; op < dev::kNumRedOps; ++op) {
+    for (int type = 0; type < dev::kNumDataTypes; ++type) {
+      const int kind = dev::llFunctorKind(op, type);
+      const bool exists = !(op == dev::kRedSumPostDiv && !dev::isIntegerType(type));
+      const bool inlined = op == dev::kRedSum && (type == dev::kFloat32 || type == dev::kFloat16 || type == dev::kBfloat16);
+      if (!exists || inlined) {
+        EXPECT_EQ(kind, dev::kSpecialNone) << "op " << op << " type " << type;
+        continue;
+      }
+      ASSERT_NE(kind, dev::kSpecialNone) << "op " << op << " type " << type;
+      EXPECT_TRUE(dev::llFunctorKindBuilt(kind));
+      EXPECT_EQ(dev::llFunctorKindOp(kind), op);
+      const int folded = dev::redOpFoldsSigned(op) ? dev::unsignedTwin(type) : type;
+      EXPECT_EQ(dev::llFunctorKindType(kind), folded) << "op " << op << " type " << type;
+    }
+  }
+  for (int kind = dev::kSpecialLLFunctorFirst; kind < dev::kNumSpecialKinds; ++kind) {
+    if (!dev::llFunctorKindBuilt(kind)) {
+      EXPECT_EQ(dev::specialKernelFunction(kind), nullptr) << kind;
+      continue;
+    }
+    ++built;
+    EXPECT_NE(dev::specialKernelFunction(kind), nullptr) << "kind " << kind << " (op " << dev::llFunctorKindOp(kind)
+                                                         << ", type " << dev::llFunctorKindType(kind) << ")";
+  }
+  // sum 6 (folded, without the three inlined), product 9, max 12, min 12, PreMulSum 9, SumPostDiv 6
+  EXPECT_EQ(built, 54);
+  // The kernels' own check of an item (a few comparisons) agrees with the host's choice everywhere.
+  int fits = 0;
+  for (int func : {dev::kFuncAllReduce, dev::kFuncReduce, dev::kFuncReduceScatter, dev::kFuncAllGather, dev::kFuncSendRecv})
+    for (int algo : {dev::kAlgoRing, dev::kAlgoTree, dev::kAlgoDirect})
+      for (int proto : {dev::kProtoLL, dev::kProtoSimple})
+        for (int op = 0; op < dev::kNumRedOps; ++op)
+          for (int type = 0; type < dev::kNumDataTypes; ++type) {
+            const dev::DevWork w = kindItem(func, algo, proto, op, type);
+            const int chosen = dev::specialKernelOf(w);
+            for (int kind = dev::kSpecialLLFunctorFirst; kind < dev::kNumSpecialKinds; ++kind) {
+              if (!dev::llFunctorKindBuilt(kind)) continue;
+              ASSERT_EQ(dev::fitsLLFunctorKind(w, kind), chosen == kind)
+                  << "func " << func << " algo " << algo << " proto " << proto << " op " << op << " type " << type;
+              fits += chosen == kind;
+            }
+          }
+  EXPECT_GT(fits, 0);
 }
