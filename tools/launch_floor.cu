@@ -32,11 +32,11 @@ struct BigArgs {                               // as DevKernelArgs: 3392 bytes
 static_assert(sizeof(BigArgs) <= 4096, "fits the classic parameter limit");
 
 enum Variant { kEmpty, kBigParams, kCopyItems, kStack, kHostRead, kHostWrite, kFenceSys, kArrive, kAll, kPdl, kPdlCopy,
-               kNumVariants };
+               kPdlCopyEvent, kNumVariants };
 const char* kNames[kNumVariants] = {"empty (small params)", "3.4 KB params, unused", "copy 1 item to smem",
                                     "touch 512 B of stack", "read host memory",   "st.release.sys host",
                                     "__threadfence_system", "block arrival atomic", "all of the above",
-                                    "PDL: wait, then run",  "PDL: copy item, wait"};
+                                    "PDL: wait, then run",  "PDL: copy item, wait", "PDL copy + event record"};
 
 __global__ void smallKernel(int* sink) {
   if (threadIdx.x == 1023) sink[0] = 1;  // never true at 512 threads; keeps the kernel alive
@@ -101,10 +101,18 @@ void launchPdl(cudaStream_t s, int blocks, const BigArgs& a) {
   CHECK(cudaLaunchKernelEx(&cfg, pdlKernel<CopyFirst>, a));
 }
 
+// weft's enqueue records an event after every launch (the communicator's last kernel, for launches
+// from other streams): does a stream operation between two kernels cost their overlap?
+cudaEvent_t gAfterLaunch = nullptr;
+void launchPdlThenRecord(cudaStream_t s, int blocks, const BigArgs& a) {
+  launchPdl<true>(s, blocks, a);
+  CHECK(cudaEventRecord(gAfterLaunch, s));
+}
+
 const Launch kLaunch[kNumVariants] = {launchSmall, launchBig<kBigParams>, launchBig<kCopyItems>,
                                       launchBig<kStack>, launchBig<kHostRead>, launchBig<kHostWrite>,
                                       launchBig<kFenceSys>, launchBig<kArrive>, launchBig<kAll>,
-                                      launchPdl<false>, launchPdl<true>};
+                                      launchPdl<false>, launchPdl<true>, launchPdlThenRecord};
 
 // Microseconds per launch: `reps` launches back to back on a stream, or a graph of `perGraph`
 // launches replayed reps / perGraph times.
@@ -157,6 +165,7 @@ int main() {
   CHECK(cudaMalloc(&a.arrivals, 64));
   CHECK(cudaMemset(a.arrivals, 0, 64));
   a.nItems = 1;
+  CHECK(cudaEventCreateWithFlags(&gAfterLaunch, cudaEventDisableTiming));
   std::printf("%-24s %10s %10s %10s %10s   (us per launch, 512 threads a block)\n", "variant", "stream x1",
               "stream x32", "graph x1", "graph x32");
   for (int v = 0; v < kNumVariants; v++) {
@@ -189,6 +198,9 @@ int main() {
     bigKernel<kBigParams><<<1, 512, 0, s>>>(a, 1);
     CHECK(cudaEventRecord(ev, s));
   });
+  perCall("PDL launch, 1 block", [&] { launchPdl<true>(s, 1, a); });
+  perCall("PDL launch, 32 blocks", [&] { launchPdl<true>(s, 32, a); });
+  perCall("PDL launch, 32 blocks + cudaEventRecord", [&] { launchPdlThenRecord(s, 32, a); });
   perCall("cudaEventRecord alone", [&] { CHECK(cudaEventRecord(ev, s)); });
   perCall("cudaStreamGetCaptureInfo", [&] {
     cudaStreamCaptureStatus st;
