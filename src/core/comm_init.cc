@@ -330,6 +330,7 @@ void requestAbort(ncclComm* comm) {
 }
 
 void freeCommunicator(ncclComm* comm) {
+  enqueue::reportHostProfile(comm);
   unwatchCommunicator(comm);
   runtime::ScopedDevice device;
   if (comm->cudaDev >= 0 && isError(device.set(comm->cudaDev))) {

@@ -114,6 +114,12 @@ struct ncclComm {
   std::vector<void*> deviceAllocations;    // rings of the device state (p2p owns the peer tables)
   weft::runtime::Stream lastLaunchStream = nullptr;
   bool haveLaunched = false;
+  // NCCL_WEFT_HOST_PROFILE=1: host time of the enqueue path, summed per phase (enqueue/launch.cc)
+  // and reported when the communicator is freed.
+  struct HostProfile {
+    uint64_t calls = 0, launches = 0, items = 0;
+    double planUs = 0, writeUs = 0, launchUs = 0, totalUs = 0;
+  } hostProfile;
   uint64_t nextOpSeq() { return ++opSeq_; }
   uint64_t opCount() const { return opSeq_; }
 

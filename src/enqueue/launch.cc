@@ -28,6 +28,21 @@ const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
 // kMaxInlineWorks) carry them inline; 0 sends every launch through the FIFO.
 const param::IntParam kInlineWorks{"NCCL_WEFT_INLINE_WORKS", dev::kMaxInlineWorks};
 constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
+// 1: every communicator sums the host time of its enqueue path per phase and reports it when freed
+// (reportHostProfile): where a stream launch's host time goes. Off: one branch per phase.
+const param::IntParam kHostProfile{"NCCL_WEFT_HOST_PROFILE", 0};
+
+using Clock = std::chrono::steady_clock;
+bool profiling() {
+  static const bool on = kHostProfile.get() != 0;  // read once: launches are hot
+  return on;
+}
+// Adds the time since *start to *sumUs and restarts *start (profiling only).
+void lap(Clock::time_point* start, double* sumUs) {
+  const Clock::time_point now = Clock::now();
+  *sumUs += std::chrono::duration<double, std::micro>(now - *start).count();
+  *start = now;
+}
 
 PlanShape makeShape(ncclComm* comm) {
   PlanShape s;
@@ -175,7 +190,9 @@ Status prepare(ncclComm* comm, CommLaunches* out) {
   out->tasks.swap(comm->tasks);
   collectStreams(out->tasks, &out->streams);  // before the copies leave: their streams join too
   takeLocalCopies(&out->tasks, comm->nRanks, &out->copies);
+  Clock::time_point t = profiling() ? Clock::now() : Clock::time_point{};
   WEFT_TRY(planTasks(out->tasks, shapeOf(comm), &out->launches));
+  if (profiling()) lap(&t, &comm->hostProfile.planUs);
   if (!out->hasWork()) return ncclSuccess;
   runtime::ScopedDevice device;
   WEFT_TRY(device.set(comm->cudaDev));
@@ -271,12 +288,21 @@ Status launchOne(const CommLaunches& c, size_t index) {
     WEFT_WARN("rank %d: no kernel is built for protocol %d, which the tuner chose", c.comm->rank, launch.proto);
     return ncclInternalError;
   }
+  ncclComm::HostProfile& profile = c.comm->hostProfile;
+  Clock::time_point t = profiling() ? Clock::now() : Clock::time_point{};
   dev::DevKernelArgs args;
   WEFT_TRY(writeWorks(c.comm, launch, c.capturing, &args));
+  if (profiling()) lap(&t, &profile.writeUs);
   void* params[] = {&args};
   static const bool overlap = kOverlapLaunches.get() != 0;
-  return runtime::launchKernel(fn, runtime::Dim3(args.nBlocks), runtime::Dim3(dev::kernelThreads(proto)), params,
-                               dev::kernelDynamicSmem(proto), c.streams[0], overlap);
+  Status launched = runtime::launchKernel(fn, runtime::Dim3(args.nBlocks), runtime::Dim3(dev::kernelThreads(proto)),
+                                          params, dev::kernelDynamicSmem(proto), c.streams[0], overlap);
+  if (profiling()) {
+    lap(&t, &profile.launchUs);
+    profile.launches++;
+    profile.items += launch.workCount();
+  }
+  return launched;
 }
 
 // One rank's copies, on the stream the kernels run on.
@@ -323,6 +349,7 @@ Status refillGraphPool(ncclComm* comm, uint32_t atLeast) {
 }
 
 Status launchQueued(const std::vector<ncclComm*>& comms) {
+  const Clock::time_point start = profiling() ? Clock::now() : Clock::time_point{};
   std::vector<CommLaunches> all(comms.size());
   Status first = ncclSuccess;
   auto keep = [&first](Status s) {
@@ -352,7 +379,26 @@ Status launchQueued(const std::vector<ncclComm*>& comms) {
     }
   }
   for (const CommLaunches& c : all) keep(finish(c));
+  if (profiling()) {
+    for (ncclComm* comm : comms) {
+      Clock::time_point t = start;
+      lap(&t, &comm->hostProfile.totalUs);
+      comm->hostProfile.calls++;
+    }
+  }
   return first;
+}
+
+void reportHostProfile(const ncclComm* comm) {
+  const ncclComm::HostProfile& p = comm->hostProfile;
+  if (!profiling() || p.calls == 0) return;
+  const double calls = (double)p.calls;
+  WEFT_INFO(log::kAll,
+             "rank %d: host time per enqueue call (%llu calls, %.2f launches and %.1f items per call): total %.2f us, "
+             "plan %.2f, write items %.2f, launch %.2f, the rest %.2f (NCCL_WEFT_HOST_PROFILE)",
+             comm->rank, (unsigned long long)p.calls, (double)p.launches / calls, (double)p.items / calls,
+             p.totalUs / calls, p.planUs / calls, p.writeUs / calls, p.launchUs / calls,
+             (p.totalUs - p.planUs - p.writeUs - p.launchUs) / calls);
 }
 
 Status estimateQueuedMicroseconds(ncclComm* comm, double* us) {

@@ -19,6 +19,10 @@ namespace weft::enqueue {
 // items; called at communicator creation so that a capture normally allocates nothing.
 [[nodiscard]] Status refillGraphPool(ncclComm* comm, uint32_t atLeast);
 
+// NCCL_WEFT_HOST_PROFILE=1: logs the communicator's host time per enqueue call and phase (an INFO
+// line: NCCL_DEBUG=INFO shows it). Nothing otherwise.
+void reportHostProfile(const ncclComm* comm);
+
 // The tuning model's estimate for the queued tasks, in microseconds (ncclGroupSimulateEnd): the
 // sum of the collectives' estimates (planner.h estimateTasks). Leaves the queue alone.
 [[nodiscard]] Status estimateQueuedMicroseconds(ncclComm* comm, double* us);
