@@ -72,12 +72,14 @@ void planCollective(const Task& t, const CollChoice& choice, const PlanShape& sh
   int parts = choice.nChannels;
   uint64_t align = kChannelAlignBytes / (uint64_t)elemBytes;
   const bool direct = choice.algo == dev::kAlgoDirect;
+  dev::DevWork base = baseWork(t, shape);
+  base.algo = (uint8_t)choice.algo;
+  base.proto = (uint8_t)choice.proto;
+  if (direct && choice.twoShot) base.flags |= dev::kWorkFlagTwoShot;
+  const RangeSplit split(t.count, parts, align);  // its divisions once, not per channel
   for (int c = 0; c < parts; ++c) {
-    dev::DevWork w = baseWork(t, shape);
-    w.algo = (uint8_t)choice.algo;
-    w.proto = (uint8_t)choice.proto;
-    if (direct && choice.twoShot) w.flags |= dev::kWorkFlagTwoShot;
-    splitRange(t.count, parts, align, c, &w.chanOffset, &w.chanCount);
+    dev::DevWork w = base;
+    split.part(c, &w.chanOffset, &w.chanCount);
     if (w.chanCount == 0) continue;
     w.chunkElems = collChunkElems(w, shape, elemBytes);
     (*perChannel)[direct ? shape.directChannels[c] : c].push_back(w);
@@ -85,35 +87,48 @@ void planCollective(const Task& t, const CollChoice& choice, const PlanShape& sh
 }
 
 // Appends launches of at most kMaxWorksPerChannel items per channel; order is kept per channel.
-// Takes the lists: a channel's whole remaining list moves into the launch (nearly always: every
-// list fits one launch), so a 32-channel launch costs no copy and no allocation per channel here
-// (the host's enqueue time is the latency of stream launches; the planner was ~1.9 us of it at 32
-// channels when it copied).
-void cutLaunches(int proto, ChannelWorks& perChannel, std::vector<PlannedLaunch>* launches) {
-  std::vector<size_t> taken(perChannel.size(), 0);
-  for (;;) {
-    PlannedLaunch launch;
-    launch.proto = proto;
-    for (size_t c = 0; c < perChannel.size(); ++c) {
-      std::vector<dev::DevWork>& list = perChannel[c];
-      const size_t left = list.size() - taken[c];
-      if (left == 0) continue;
-      if (launch.channels.empty()) {  // one allocation each instead of growing per channel
-        launch.channels.reserve(perChannel.size() - c);
-        launch.works.reserve(perChannel.size() - c);
-      }
-      launch.channels.push_back((int)c);
-      if (taken[c] == 0 && left <= (size_t)dev::kMaxWorksPerChannel) {
-        launch.works.push_back(std::move(list));  // leaves the list empty: nothing left on c
-        continue;
-      }
-      const size_t n = std::min<size_t>(left, dev::kMaxWorksPerChannel);
-      launch.works.emplace_back(list.begin() + taken[c], list.begin() + taken[c] + n);
-      taken[c] += n;
+// Launch k takes items [k * kMaxWorksPerChannel, ...) of every channel's list (nearly always there
+// is one launch).
+void cutLaunches(int proto, const ChannelWorks& perChannel, std::vector<PlannedLaunch>* launches) {
+  constexpr size_t kMax = (size_t)dev::kMaxWorksPerChannel;
+  for (size_t from = 0;; from += kMax) {
+    size_t blocks = 0, items = 0;
+    for (const auto& list : perChannel) {
+      if (list.size() <= from) continue;
+      blocks++;
+      items += std::min(list.size() - from, kMax);
     }
-    if (launch.channels.empty()) break;
-    launches->push_back(std::move(launch));
+    if (blocks == 0) return;
+    PlannedLaunch& launch = launches->emplace_back();
+    launch.proto = proto;
+    launch.channels.reserve(blocks);
+    launch.works.reserve(blocks, items);
+    for (size_t c = 0; c < perChannel.size(); ++c) {
+      const std::vector<dev::DevWork>& list = perChannel[c];
+      if (list.size() <= from) continue;
+      launch.channels.push_back((int)c);
+      launch.works.addBlock(list.data() + from, std::min(list.size() - from, kMax));
+    }
   }
+}
+
+// Per-channel lists for planTasks, kept per thread between calls so that their storage is reused
+// (a 32-channel plan allocated a list per channel on every call). Slot i holds a plan's i-th
+// protocol segment; planTasks fills them and cuts them into launches before it returns.
+std::vector<ChannelWorks>& scratchPool() {
+  static thread_local std::vector<ChannelWorks> pool;
+  return pool;
+}
+
+// Slot `slot` of the pool, emptied, with at least nBlocks lists (references to other slots may
+// move: the pool can grow).
+ChannelWorks& freshLists(size_t slot, int nBlocks) {
+  std::vector<ChannelWorks>& pool = scratchPool();
+  if (pool.size() <= slot) pool.resize(slot + 1);
+  ChannelWorks& lists = pool[slot];
+  if ((int)lists.size() < nBlocks) lists.resize((size_t)nBlocks);
+  for (auto& list : lists) list.clear();
+  return lists;
 }
 
 // Position of `channel` in `set`, or -1.
@@ -253,15 +268,9 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
 
 }  // namespace
 
-size_t PlannedLaunch::workCount() const {
-  size_t n = 0;
-  for (const auto& w : works) n += w.size();
-  return n;
-}
-
 int specialKernelOfLaunch(const PlannedLaunch& launch) {
   int kind = dev::kSpecialNone;
-  for (const auto& list : launch.works)
+  for (const LaunchWorks::Block list : launch.works)
     for (const dev::DevWork& w : list) {
       const int k = dev::specialKernelOf(w);
       if (k == dev::kSpecialNone || (kind != dev::kSpecialNone && k != kind)) return dev::kSpecialNone;
@@ -280,14 +289,21 @@ int collectiveChannels(size_t bytes, const PlanShape& shape) {
   return (int)std::clamp<size_t>(want, 1, (size_t)shape.nChannels);
 }
 
-void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint64_t* offset, uint64_t* length) {
+RangeSplit::RangeSplit(uint64_t count, int parts, uint64_t alignElems) : count_(count), parts_(parts) {
   if (alignElems == 0) alignElems = 1;
-  uint64_t per = (count + parts - 1) / parts;
-  per = (per + alignElems - 1) / alignElems * alignElems;
-  uint64_t begin = std::min<uint64_t>(count, per * (uint64_t)index);
-  uint64_t end = index == parts - 1 ? count : std::min<uint64_t>(count, begin + per);
+  per_ = (count + parts - 1) / parts;
+  per_ = (per_ + alignElems - 1) / alignElems * alignElems;
+}
+
+void RangeSplit::part(int index, uint64_t* offset, uint64_t* length) const {
+  const uint64_t begin = std::min<uint64_t>(count_, per_ * (uint64_t)index);
+  const uint64_t end = index == parts_ - 1 ? count_ : std::min<uint64_t>(count_, begin + per_);
   *offset = begin;
   *length = end - begin;
+}
+
+void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint64_t* offset, uint64_t* length) {
+  RangeSplit(count, parts, alignElems).part(index, offset, length);
 }
 
 size_t ChoiceCache::slot(const Task& t) {
@@ -381,14 +397,19 @@ Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::ve
   // Work per protocol segment: consecutive collectives of one protocol share a segment. Blocks
   // beyond the channels are copy lanes (self copies only).
   const int nBlocks = shape.nChannels + shape.copyLanes;
+  // Segment i's lists are scratch slot i; the point-to-point lists come after the segments.
   struct Segment {
     int proto;
-    ChannelWorks perChannel;
+    size_t slot;
   };
   std::vector<Segment> segments;
+  segments.reserve(4);
   auto segmentFor = [&](int proto) -> ChannelWorks& {
-    if (segments.empty() || segments.back().proto != proto) segments.push_back({proto, ChannelWorks(nBlocks)});
-    return segments.back().perChannel;
+    if (segments.empty() || segments.back().proto != proto) {
+      segments.push_back({proto, segments.size()});
+      return freshLists(segments.back().slot, nBlocks);
+    }
+    return scratchPool()[segments.back().slot];
   };
   std::vector<const Task*> p2p;
   for (const Task& t : tasks) {
@@ -405,13 +426,15 @@ Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::ve
     planCollective(t, c, shape, &segmentFor(c.proto));
   }
   if (!p2p.empty()) {
-    ChannelWorks p2pWorks(nBlocks);
+    segmentFor(dev::kProtoSimple);  // point-to-point items end the plan, in a Simple segment
+    const size_t last = segments.back().slot;
+    ChannelWorks& p2pWorks = freshLists(segments.size(), nBlocks);  // a slot past every segment's
     WEFT_TRY(planPointToPoint(p2p, shape, &p2pWorks));
-    ChannelWorks& seg = segmentFor(dev::kProtoSimple);
-    for (int c = 0; c < nBlocks; ++c) seg[c].insert(seg[c].end(), p2pWorks[c].begin(), p2pWorks[c].end());
+    ChannelWorks& lists = scratchPool()[last];  // after freshLists, which may have moved it
+    for (int c = 0; c < nBlocks; ++c) lists[c].insert(lists[c].end(), p2pWorks[c].begin(), p2pWorks[c].end());
   }
   launches->clear();
-  for (Segment& s : segments) cutLaunches(s.proto, s.perChannel, launches);
+  for (const Segment& seg : segments) cutLaunches(seg.proto, scratchPool()[seg.slot], launches);
   return ncclSuccess;
 }
 

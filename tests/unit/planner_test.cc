@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -48,7 +49,7 @@ TEST(Planner, SmallCollectiveUsesOneChannelLargeUsesAll) {
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].channels.size(), 16u);
   uint64_t total = 0;
-  for (auto& works : launches[0].works) {
+  for (const auto& works : launches[0].works) {
     ASSERT_EQ(works.size(), 1u);
     EXPECT_EQ(works[0].func, dev::kFuncAllReduce);
     EXPECT_EQ(works[0].count, 64u << 20);
@@ -242,7 +243,7 @@ TEST(Planner, SelfSendAndReceiveShareOneItem) {
   std::vector<PlannedLaunch> launches;
   ASSERT_EQ(planTasks({p2p(TaskKind::kSend, 2, 4096), p2p(TaskKind::kRecv, 2, 4096)}, s, &launches), ncclSuccess);
   ASSERT_EQ(launches.size(), 1u);
-  for (auto& works : launches[0].works) {
+  for (const auto& works : launches[0].works) {
     for (auto& w : works) {
       EXPECT_EQ(w.sendPeer, 2);
       EXPECT_EQ(w.recvPeer, 2);
@@ -429,4 +430,45 @@ TEST(Planner, EveryOutOfLineLLFunctorHasAKernel) {
             }
           }
   EXPECT_GT(fits, 0);
+}
+
+// planTasks keeps its per-channel lists between calls (per thread): nothing of one plan may show
+// in the next, whatever the shapes, task mixes and protocol segments in between.
+TEST(Planner, ReusedListsLeaveNothingBehindBetweenCalls) {
+  auto plan = [](const std::vector<Task>& tasks, const PlanShape& s) {
+    std::vector<PlannedLaunch> launches;
+    EXPECT_EQ(planTasks(tasks, s, &launches), ncclSuccess);
+    return launches;
+  };
+  auto same = [](const std::vector<PlannedLaunch>& a, const std::vector<PlannedLaunch>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t l = 0; l < a.size(); ++l) {
+      if (a[l].proto != b[l].proto || a[l].channels != b[l].channels || a[l].works.size() != b[l].works.size())
+        return false;
+      for (size_t blk = 0; blk < a[l].works.size(); ++blk) {
+        if (a[l].works[blk].size() != b[l].works[blk].size()) return false;
+        for (size_t i = 0; i < a[l].works[blk].size(); ++i)
+          if (std::memcmp(&a[l].works[blk][i], &b[l].works[blk][i], sizeof(dev::DevWork)) != 0) return false;
+      }
+    }
+    return true;
+  };
+  const PlanShape wide = ringShape(0, 2, 32), narrow = ringShape(1, 4, 3);
+  // Two protocol segments (small LL, big Simple, small LL again) and point-to-point at the end.
+  const std::vector<Task> mix = {allReduce(64, dev::kFloat32), allReduce(64 << 20, dev::kFloat32),
+                                 allReduce(96, dev::kInt32), p2p(TaskKind::kSend, 1, 1 << 20),
+                                 p2p(TaskKind::kRecv, 1, 1 << 20)};
+  const auto first = plan(mix, wide);
+  ASSERT_GE(first.size(), 2u);
+  const auto narrowFirst = plan({allReduce(64 << 20, dev::kFloat32), p2p(TaskKind::kSend, 3, 4096),
+                                 p2p(TaskKind::kRecv, 2, 4096)}, narrow);
+  std::vector<Task> many;  // more items per channel than one launch carries
+  for (int i = 0; i < 3 * dev::kMaxWorksPerChannel; ++i) many.push_back(allReduce(1 << 20, dev::kFloat32));
+  const auto manyFirst = plan(many, wide);
+  EXPECT_GT(manyFirst.size(), 1u);
+  EXPECT_TRUE(same(plan(mix, wide), first));
+  EXPECT_TRUE(same(plan({allReduce(64 << 20, dev::kFloat32), p2p(TaskKind::kSend, 3, 4096),
+                         p2p(TaskKind::kRecv, 2, 4096)}, narrow), narrowFirst));
+  EXPECT_TRUE(same(plan(many, wide), manyFirst));
+  EXPECT_TRUE(same(plan(mix, wide), first));
 }
