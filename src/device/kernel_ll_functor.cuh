@@ -1,5 +1,5 @@
 // LL kernels of one reduction functor each (special_kernels.h: kSpecialLLFunctorFirst...): the
-// LL kernel's body with every call of that functor's Ring, Tree and Direct paths inlined. The
+// LL kernel's body with every call of that functor's Ring and Direct paths inlined. The
 // general LL kernel runs these functors (all but the sums of float, half and bfloat16) through one
 // non-inlined body per functor, whose saved registers and frame go through local memory that a
 // latency-bound launch touches cold: int32 sum AllReduce took 6.3-6.6 us in a CUDA graph against
@@ -41,8 +41,6 @@ template <> struct ElemOf<kFloat16> { using T = __half; };
 template <> struct ElemOf<kFloat32> { using T = float; };
 template <> struct ElemOf<kFloat64> { using T = double; };
 template <> struct ElemOf<kBfloat16> { using T = __nv_bfloat16; };
-template <> struct ElemOf<kFloat8e4m3> { using T = __nv_fp8_e4m3; };
-template <> struct ElemOf<kFloat8e5m2> { using T = __nv_fp8_e5m2; };
 
 // The functor of reduction Op on T.
 template <int Op, typename T> struct FnOf;
@@ -56,7 +54,7 @@ template <typename T> struct FnOf<kRedSumPostDiv, T> { using Fn = FnSumPostDiv<T
 template <int Kind>
 using FunctorOfKind = typename FnOf<llFunctorKindOp(Kind), typename ElemOf<llFunctorKindType(Kind)>::T>::Fn;
 
-// Part 0: sum, product, PreMulSum; part 1: max, min, SumPostDiv (24 and 30 kernels).
+// Part 0: sum, product, PreMulSum; part 1: max, min, SumPostDiv (18 and 26 kernels).
 constexpr bool inThisPart(int op) {
   const bool partZero = op == kRedSum || op == kRedProd || op == kRedPreMulSum;
   return WEFT_LL_FUNCTOR_PART == 0 ? partZero : !partZero;
@@ -67,7 +65,9 @@ template <int Kind>
 struct Runner {
   WEFT_DEV void operator()(const DevWork* w, const WorkEnvT<FlagShared>& env) const {
     if (!fitsLLFunctorKind(*w, Kind)) arch::trap();  // the host mixed up a launch: do not misread an item
-    dispatch::runReduceWorkBody<LLProto, FunctorOfKind<Kind>>(w, env);
+    using Fn = FunctorOfKind<Kind>;
+    if (w->algo == kAlgoDirect) runDirectAllReduce<Fn>(*w, env);
+    else runRingColl<Fn, LLProto>(*w, env);
   }
 };
 
