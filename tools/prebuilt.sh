@@ -2,6 +2,8 @@
 # Builds the GPU-machine binaries here (Release, sm_90) from a snapshot of the working tree, so
 # that a device call can carry them instead of spending ~7 of its minutes building:
 #   bash tools/prebuilt.sh [name]          # snapshot -> /tmp/weft-snap/<name>, binaries -> scratch/pre
+#   WEFT_PREBUILT_CMAKE_ARGS=-DWEFT_DEVICE_PROBE=ON WEFT_PREBUILT_OUT=scratch/probe \
+#     bash tools/prebuilt.sh probe         # extra CMake options, another output folder
 #   device: carry ["scratch/pre"], run `PREBUILT=scratch/pre bash tools/gpu_batch.sh <stages>`
 # The snapshot (tracked and untracked files, not ignored ones) lets the tree be edited while the
 # build runs. Binaries are stripped of host debug information (~30 MB in all; carry takes 64 MiB).
@@ -13,12 +15,12 @@ mkdir -p "$snap"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$snap"
 desc="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo "+$(git diff HEAD | sha1sum | cut -c1-8)")"
 cd "$snap"
-cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > cfg.log
+cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 ${WEFT_PREBUILT_CMAKE_ARGS:-} > cfg.log
 t0=$SECONDS
 cmake --build build-rel -j"$(nproc)" --target weft_shared coll_sweep iree_style_test weft-perf > build.log
 echo "built $desc in $((SECONDS - t0)) s"
 cd - > /dev/null
-out=scratch/pre
+out=${WEFT_PREBUILT_OUT:-scratch/pre}
 rm -rf $out && mkdir -p $out/tools $out/tests/gpu
 strip --strip-debug -o $out/libnccl.so.2 "$snap"/build-rel/libnccl.so.2.28.9
 strip --strip-debug -o $out/tools/weft-perf "$snap"/build-rel/tools/weft-perf

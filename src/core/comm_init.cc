@@ -340,6 +340,7 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->haveLaunched && isError(runtime::eventSynchronize(comm->lastLaunchEvent))) {
     WEFT_WARN("rank %d: outstanding work failed while destroying the communicator", comm->rank);
   }
+  if (comm->haveLaunched) dev::reportDeviceProbe(comm->rank);
   if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
   for (void* p : comm->graphWorkBuffers) runtime::freeHostQuiet(p);

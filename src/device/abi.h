@@ -64,7 +64,10 @@ WEFT_HD int dataTypeBytes(int type) {
 struct ConnInfo {
   char* buffs[kNumProtos];
   int32_t stepBytes[kNumProtos];
-  int32_t pad0;
+  // Send side: slots known free from `step` on when the last kernel exited (head + kSteps - step
+  // as it last read head: a lower bound, head only grows), so that the next kernel need not read
+  // head before its first steps. 0: unknown. Saved with step by every kernel; host: zero.
+  uint32_t sendFree;
   volatile uint64_t* tail;
   volatile uint64_t* head;
   uint64_t step;  // next step to send/receive; the kernel saves it here when it exits
@@ -106,6 +109,26 @@ struct DevComm {
   volatile uint32_t* abortFlag;  // host-mapped; non-zero: every spin loop gives up and the kernel exits
   DevChannel channels[kMaxChannels];
 };
+
+// The communicator's first fields and one channel (DevComm, DevChannel: constant once set up),
+// copied into shared memory by every block before it waits for the previous launch (kernelBody).
+// Read from global memory after that wait, they cost one more L2 round trip before every item's
+// first connection access (prefetching them into L1 before the wait gained nothing: the wait
+// seems to leave L1 cold).
+struct ChannelView {
+  int32_t rank;
+  int32_t nRanks;
+  int32_t nChannels;
+  int32_t p2pSendWarps;
+  volatile uint32_t* abortFlag;
+  DevChannel channel;
+};
+static_assert(offsetof(ChannelView, channel) == offsetof(DevComm, channels) &&
+                  offsetof(ChannelView, abortFlag) == offsetof(DevComm, abortFlag) &&
+                  offsetof(ChannelView, p2pSendWarps) == offsetof(DevComm, p2pSendWarps),
+              "ChannelView's first part is copied word by word from DevComm's");
+static_assert(sizeof(ChannelView) % 8 == 0 && offsetof(DevComm, channels) % 8 == 0 && sizeof(DevChannel) % 8 == 0,
+              "ChannelView is copied in 8-byte words");
 
 // One item of work for one channel. For collectives, [chanOffset, chanOffset + chanCount) is this
 // channel's part of the `count` elements (of every rank's block where the collective has per-rank

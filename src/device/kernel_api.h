@@ -41,4 +41,8 @@ bool protocolUsable(Proto proto);
 // whose kernel is built: kernelFunction(proto) != null); AllReduce also runs kAlgoTree (Simple).
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type);
 
+// Builds with -DWEFT_DEVICE_PROBE=ON (arch/probe.cuh): prints the launches' mean timeline so far
+// to stderr, then clears it. Otherwise nothing.
+void reportDeviceProbe(int rank);
+
 }  // namespace weft::dev

@@ -4,6 +4,7 @@
 // order. Separate from kernel.cu so that CPU tests can run it with a few runners.
 #pragma once
 
+#include "device/arch/probe.cuh"
 #include "device/coll/run_work.cuh"
 
 namespace weft::dev {
@@ -11,6 +12,7 @@ namespace weft::dev {
 template <typename Shared>
 struct KernelSmem {
   DevWork works[kMaxWorksPerChannel];
+  ChannelView view;
   Shared proto;
 };
 using SimpleKernelSmem = KernelSmem<SimpleShared>;
@@ -27,6 +29,7 @@ WEFT_DEV void resetShared(FlagShared& sh) { sh.aborted = 0; }
 // const WorkEnvT<Shared>&) runs one item.
 template <int NThreads, typename Shared, typename RunWork>
 WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared>& smem, RunWork runWork) {
+  probe(kProbeStart);
   const DevKernelArgs::Block blk = args.blocks[block];
   const int nWorks = blk.count < kMaxWorksPerChannel ? blk.count : kMaxWorksPerChannel;
   const int tid = arch::threadId();
@@ -50,9 +53,20 @@ WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared
           arch::ldN<8>(reinterpret_cast<const uint64_t*>(src) + i % kWords);
     }
   }
-  // Launched with programmatic dependence (NCCL_WEFT_PDL), the copy above overlapped the previous
+  // The channel view (abi.h: ChannelView): words of DevComm's first fields and of the channel.
+  constexpr int kHeadWords = (int)(offsetof(DevComm, channels) / sizeof(uint64_t));
+  constexpr int kViewWords = (int)(sizeof(ChannelView) / sizeof(uint64_t));
+  if (tid < kViewWords) {
+    const uint64_t* src = tid < kHeadWords
+                              ? reinterpret_cast<const uint64_t*>(args.comm) + tid
+                              : reinterpret_cast<const uint64_t*>(&args.comm->channels[blk.channel]) + (tid - kHeadWords);
+    reinterpret_cast<uint64_t*>(&smem.view)[tid] = *src;
+  }
+  probe(kProbeWorksCopied);
+  // Launched with programmatic dependence (NCCL_WEFT_PDL), the copies above overlapped the previous
   // kernel's end; what follows reads state that kernel wrote (steps, the arrival counter).
   arch::waitPreviousGrid();
+  probe(kProbeGridWaited);
   arch::allowNextGrid();
   arch::initBlock();
   if (tid == 0) resetShared(smem.proto);
@@ -66,11 +80,13 @@ WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared
     }
   }
 
-  const WorkEnvT<Shared> env{args.comm, blk.channel, &smem.proto};
+  const WorkEnvT<Shared> env{&smem.view, &smem.proto};
+  probe(kProbeItemStart);
   for (int i = 0; i < nWorks; i++) {
     runWork(&smem.works[i], env);
     arch::syncBlock();  // the next item reloads the connections' steps this one saved
   }
+  probe(kProbeItemsDone);
 }
 
 template <typename RunWork>

@@ -1,10 +1,12 @@
 // LL kernels of one reduction functor each (special_kernels.h: kSpecialLLFunctorFirst...): the
-// LL kernel's body with every call of that functor's Ring and Direct paths inlined. The
-// general LL kernel runs these functors (all but the sums of float, half and bfloat16) through one
+// LL kernel's body with every call of that functor's Ring and Direct paths inlined. The general
+// LL kernel runs these functors (all but the sums of float, half and bfloat16) through one
 // non-inlined body per functor, whose saved registers and frame go through local memory that a
 // latency-bound launch touches cold: int32 sum AllReduce took 6.3-6.6 us in a CUDA graph against
 // 3.2-3.5 for float (two ranks on one H200, session 12). A launch whose items all have one such
-// functor runs its kernel instead (planner.h: specialKernelOfLaunch).
+// functor runs its kernel instead (planner.h: specialKernelOfLaunch). Tree/LL (which only
+// NCCL_ALGO=Tree picks on one node) and the fp8 types stay on the general kernel: every kernel
+// here costs device-compile time in each CI run.
 //
 // Included by kernel_ll_functor_a.cu and kernel_ll_functor_b.cu with WEFT_LL_FUNCTOR_PART 0 or 1:
 // each builds the kernels of half of the operations, so that the device build compiles them in
@@ -53,6 +55,22 @@ template <typename T> struct FnOf<kRedSumPostDiv, T> { using Fn = FnSumPostDiv<T
 
 template <int Kind>
 using FunctorOfKind = typename FnOf<llFunctorKindOp(Kind), typename ElemOf<llFunctorKindType(Kind)>::T>::Fn;
+
+// The host's list of functors the general LL kernel inlines (llInlinedFunctor: those get no
+// functor kernel) must be the device's (kHotFn): a functor in neither would lose its ~3 us again.
+template <int Op, int Type>
+constexpr bool hotListsAgreeAt() {
+  if constexpr (Type == kFloat8e4m3 || Type == kFloat8e5m2 || (Op == kRedSumPostDiv && !isIntegerType(Type)))
+    return true;  // no functor kernel exists for these
+  else
+    return kHotFn<typename FnOf<Op, typename ElemOf<Type>::T>::Fn> == llInlinedFunctor(Op, Type);
+}
+template <int... I>
+constexpr bool hotListsAgree(std::integer_sequence<int, I...>) {
+  return (hotListsAgreeAt<I / kNumDataTypes, I % kNumDataTypes>() && ...);
+}
+static_assert(hotListsAgree(std::make_integer_sequence<int, kNumRedOps * kNumDataTypes>{}),
+              "special_kernels.h llInlinedFunctor and functors.cuh kHotFn list different functors");
 
 // Part 0: sum, product, PreMulSum; part 1: max, min, SumPostDiv (18 and 26 kernels).
 constexpr bool inThisPart(int op) {

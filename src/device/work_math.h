@@ -35,7 +35,7 @@
 //     data type; kRedSumPostDiv (integer types only) with the divisor in redOpArg. Avg on
 //     floating types is PreMulSum by 1/nRanks; on integers SumPostDiv by nRanks.
 //   - root: the root rank for Broadcast/Reduce.
-// SendRecv (func = kFuncSendRecv, any algo, proto = kProtoSimple), moved as bytes:
+// SendRecv (func = kFuncSendRecv, any algo, proto = kProtoSimple or kProtoLL), moved as bytes:
 //   - send part: chanCount elements of dataType from sendBuff + chanOffset to sendPeer (-1: none);
 //     receive part: recvCount elements into recvBuff + recvOffset from recvPeer (-1: none).
 //     The two parts run concurrently (separate warps), so an exchange with one peer cannot
@@ -43,8 +43,9 @@
 //     (chanCount must equal recvCount); it touches no connection, so the host may give it to a
 //     block whose channel id is beyond DevComm.nChannels (a "copy lane").
 //   - byte counts of a send part and of the matching receive part (same channel, peer's item)
-//     must be equal, and so must chunkElems * dataTypeBytes on both sides (p2pChunkElems() is
-//     the reference). Items of one channel run in order: pair sends and receives in the same
+//     must be equal, and so must the protocol and chunkElems * dataTypeBytes on both sides
+//     (p2pChunkElems() is the reference for Simple; LL takes 0: one step's payload). LL needs
+//     the channel's connection to have LL buffers (the mesh channels: planner.h p2pLLBytes). Items of one channel run in order: pair sends and receives in the same
 //     order on both ranks (NCCL's rounds: send to rank+d, receive from rank-d).
 // Tree AllReduce (func = kFuncAllReduce, algo = kAlgoTree, any proto; LL/LL128 as below):
 //   - DevChannel.tree: this rank's parent (up, -1 at the root) and children (down[], -1 where
@@ -210,6 +211,12 @@ WEFT_HD uint32_t llFlag(uint64_t step) {
 // never a flag of that slot (those are congruent to step + 1, or 0xffffffff in the last slot).
 WEFT_HD uint32_t llWipeFlag(uint64_t step) { return (uint32_t)(step + 5); }
 // True when consuming step s must wipe its slot (the last kSteps steps of every 2^31).
+// ConnInfo::sendFree to save: the slots from `step` on that a sender knows are free, given the
+// first step it does not know to be free (`limit`: head + kSteps as last read).
+WEFT_HD uint32_t sendFreeToSave(uint64_t limit, uint64_t step) {
+  return limit > step ? (uint32_t)(limit - step < kSteps ? limit - step : kSteps) : 0u;
+}
+
 WEFT_HD bool llWipeAfter(uint64_t step) { return ((uint32_t)step & 0x7fffffffu) >= 0x80000000u - kSteps; }
 
 // Reference split of count elements over nChannels channels: equal parts rounded up to the grain,

@@ -24,7 +24,7 @@ struct Seen {
 };
 
 // Runs every block of `args` with kThreads emulated threads; thread 0 of each block records the
-// items it runs (count identifies an item) and checks that all threads see the same item.
+// items it runs (count identifies an item, the channel view's ring index its channel).
 std::vector<Seen> runBlocks(const DevKernelArgs& args) {
   std::vector<Seen> seen;
   std::mutex mu;
@@ -43,7 +43,9 @@ std::vector<Seen> runBlocks(const DevKernelArgs& args) {
         kernelBody<kThreads>(args, (int)b, *smem, [&](const DevWork* w, const WorkEnvT<FlagShared>& env) {
           if (arch::threadId() != 0) return;
           std::lock_guard<std::mutex> lock(mu);
-          seen.push_back({(int)b, env.channel, w->count});
+          EXPECT_TRUE(env.view->rank == args.comm->rank && env.view->nRanks == args.comm->nRanks &&
+                      env.view->p2pSendWarps == args.comm->p2pSendWarps);
+          seen.push_back({(int)b, env.view->channel.ring.index, w->count});
         });
       });
     }
@@ -54,7 +56,22 @@ std::vector<Seen> runBlocks(const DevKernelArgs& args) {
 
 // Three blocks on channels 5, 0 and 9 with 2, 1 and 3 items; item i has count 100 + i, stored at
 // store[(first + i) & mask].
+// The communicator marks each channel c with ring index 1000 + c, and its first fields too, to
+// check the view every block copies from it (ChannelView).
+DevComm* markedComm() {
+  static DevComm comm = [] {
+    DevComm c{};
+    c.rank = 3;
+    c.nRanks = 7;
+    c.p2pSendWarps = 5;
+    for (int ch = 0; ch < kMaxChannels; ++ch) c.channels[ch].ring.index = 1000 + ch;
+    return c;
+  }();
+  return &comm;
+}
+
 void threeBlocks(DevKernelArgs& a, DevWork* store, uint32_t first, uint32_t mask) {
+  a.comm = markedComm();
   const int counts[3] = {2, 1, 3};
   const uint8_t channels[3] = {5, 0, 9};
   uint32_t pos = first;
@@ -72,7 +89,8 @@ void threeBlocks(DevKernelArgs& a, DevWork* store, uint32_t first, uint32_t mask
 
 void expectThreeBlocks(std::vector<Seen> seen) {
   std::sort(seen.begin(), seen.end(), [](const Seen& x, const Seen& y) { return x.count < y.count; });
-  const std::vector<Seen> want = {{0, 5, 100}, {0, 5, 101}, {1, 0, 102}, {2, 9, 103}, {2, 9, 104}, {2, 9, 105}};
+  const std::vector<Seen> want = {{0, 1005, 100}, {0, 1005, 101}, {1, 1000, 102},
+                                  {2, 1009, 103}, {2, 1009, 104}, {2, 1009, 105}};
   ASSERT_EQ(seen.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(seen[i].block, want[i].block) << "item " << i;

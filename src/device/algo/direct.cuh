@@ -29,16 +29,17 @@ namespace weft::dev {
 // memory, whose first touches cost a latency-bound launch about 1 us (reg_array.h).
 class DirectLinks {
  public:
-  WEFT_DEV DirectLinks(DevComm* comm, int channel, FlagShared* sh, int nThreads)
-      : sh_(sh), abortFlag_(comm->abortFlag), peers_(comm->channels[channel].peers) {
-    rank_ = comm->rank;
-    n_ = comm->nRanks;
+  WEFT_DEV DirectLinks(const ChannelView& view, FlagShared* sh, int nThreads)
+      : sh_(sh), abortFlag_(view.abortFlag), peers_(view.channel.peers) {
+    rank_ = view.rank;
+    n_ = view.nRanks;
     tid_ = arch::threadId();
     nThreads_ = nThreads;
     if (n_ > kDirectMaxRanks) arch::trap();  // the host plans Direct only up to kDirectMaxRanks
-    // Thread q gathers peer q's connections (buffers, heads, step sizes, counters, and the head's
-    // value) into shared memory: every peer's loads in parallel, once, rather than every thread
-    // walking every peer's ConnInfo, and no per-access reloads of the buffer pointers later.
+    // Thread q gathers peer q's connections (buffers, heads, step sizes, counters, and how far
+    // it may send: ConnInfo::sendFree) into shared memory: every peer's loads in parallel, once,
+    // rather than every thread walking every peer's ConnInfo, and no per-access reloads of the
+    // buffer pointers later. Head itself is read only where that limit is reached (waitSend).
     if (tid_ < n_ && tid_ != rank_) {
       const ConnInfo& s = peers_[tid_].send;
       const ConnInfo& r = peers_[tid_].recv;
@@ -50,9 +51,10 @@ class DirectLinks {
       sh_->directSendHead[tid_] = s.head;
       sh_->directRecvHead[tid_] = r.head;
       sh_->directStepBytes[tid_] = minU64((uint64_t)s.stepBytes[kProtoLL], (uint64_t)r.stepBytes[kProtoLL]);
-      sh_->directSendBase[tid_] = arch::ldN<8>(&s.step);
+      const uint64_t sendStep = arch::ldN<8>(&s.step);
+      sh_->directSendBase[tid_] = sendStep;
       sh_->directRecvBase[tid_] = arch::ldN<8>(&r.step);
-      sh_->directHeadBase[tid_] = arch::ldAcquireSys(s.head);
+      sh_->directSendLimitBase[tid_] = sendStep + arch::ldN<4>(&s.sendFree);
     }
     arch::barSync(kBarrier, nThreads_);  // the peers' entries are written before anyone reads them
     uint64_t sb = ~0ull;
@@ -60,8 +62,9 @@ class DirectLinks {
       if (q != rank_) sb = minU64(sb, sh_->directStepBytes[q]);
     stepBytes_ = sb == ~0ull ? kLLMinStepBytes : sb;
     if (arch::laneId() == 0) {
-      for (int q = 0; q < n_; q++) headSeen(q) = sh_->directHeadBase[q];
+      for (int q = 0; q < n_; q++) sendLimit(q) = sh_->directSendLimitBase[q];
     }
+    probe(kProbeLinksReady);
   }
 
   WEFT_DEV int rank() const { return rank_; }
@@ -76,16 +79,17 @@ class DirectLinks {
       for (int q = 0; q < n_; q++) {
         if (q == rank_) continue;
         const uint64_t last = sendStep(q) + (uint64_t)(steps - 1);
-        uint64_t seen = headSeen(q);
+        uint64_t limit = sendLimit(q);
         int spins = 0;
-        while (seen + kSteps <= last) {
-          seen = arch::ldAcquireSys(sh_->directSendHead[q]);
-          if (seen + kSteps > last || spinAborted(&spins)) break;
+        while (limit <= last) {
+          limit = arch::ldAcquireSys(sh_->directSendHead[q]) + kSteps;
+          if (limit > last || spinAborted(&spins)) break;
         }
-        headSeen(q) = seen;
+        sendLimit(q) = limit;
       }
     }
     arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
+    probe(kProbeSendReady);
   }
 
   // Payload pack p (16 bytes: lines 2p and 2p + 1, the second only when `two`) of step
@@ -153,14 +157,17 @@ class DirectLinks {
       for (int q = 0; q < n_; q++)
         if (q != rank_) arch::stRelaxedSys(sh_->directRecvHead[q], recvStep(q));
     }
+    probe(kProbeStepDone);
   }
 
-  // Saves the step counters for the next item or launch (every thread calls it).
+  // Saves the step counters (and warp 0's send limits) for the next item or launch (every
+  // thread calls it).
   WEFT_DEV void finish() {
     if (tid_ != 0) return;
     for (int q = 0; q < n_; q++) {
       if (q == rank_) continue;
       arch::stN<8>(&peers_[q].send.step, sendStep(q));
+      arch::stN<4>(&peers_[q].send.sendFree, sendFreeToSave(sendLimit(q), sendStep(q)));
       arch::stN<8>(&peers_[q].recv.step, recvStep(q));
     }
   }
@@ -170,7 +177,7 @@ class DirectLinks {
 
   WEFT_DEV uint64_t sendStep(int q) const { return sh_->directSendBase[q] + taken_; }
   WEFT_DEV uint64_t recvStep(int q) const { return sh_->directRecvBase[q] + taken_; }
-  WEFT_DEV uint64_t& headSeen(int q) { return sh_->directHeadSeen[arch::warpId()][q]; }
+  WEFT_DEV uint64_t& sendLimit(int q) { return sh_->directSendLimit[arch::warpId()][q]; }
 
   WEFT_DEV bool aborted() {
     if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
@@ -257,6 +264,7 @@ WEFT_DEV void directAllReduceOneShot(DirectLinks& L, const Fn& fn, const typenam
       for (int q = 0; q < n; q++)
         if (q != me) L.write(q, 0, p, own, direct::packTwo(valid));
     }
+    probe(kProbeWritten);
     for (int64_t p = L.tid(); p * 16 < nBytes; p += L.nThreads()) {
       const int valid = direct::packValid(nBytes, p);
       const Pack16 own = ownPack(p, valid);
@@ -265,6 +273,7 @@ WEFT_DEV void directAllReduceOneShot(DirectLinks& L, const Fn& fn, const typenam
       if constexpr (Fn::kPostOp) acc = fn.postOp(acc);
       detail::storeUser(dst + p * 16, acc, valid);
     }
+    probe(kProbeReceived);
     L.endIteration(1);
   }
 }
@@ -347,12 +356,14 @@ WEFT_DEV void directAllGather(DirectLinks& L, const char* in, char* out, uint64_
         if (q != me) L.write(q, 0, p, own, direct::packTwo(valid));
       if (!inPlace) detail::storeUser(out + (uint64_t)me * blockBytes + at + p * 16, own, valid);
     }
+    probe(kProbeWritten);
     for (int64_t i = L.tid(); i < (int64_t)(n - 1) * packs; i += L.nThreads()) {
       const int q = direct::peerAt((int)(i / packs), me);
       const int64_t p = i % packs;
       const int valid = direct::packValid(nBytes, p);
       detail::storeUser(out + (uint64_t)q * blockBytes + at + p * 16, L.read(q, 0, p, direct::packTwo(valid)), valid);
     }
+    probe(kProbeReceived);
     L.endIteration(1);
   }
 }

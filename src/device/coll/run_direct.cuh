@@ -19,13 +19,13 @@ namespace weft::dev {
 template <typename Fn>
 WEFT_DEV void runDirectPairAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& env) {
   using T = typename Fn::Elem;
-  const int me = env.comm->rank;
-  DevPeer& peer = env.comm->channels[env.channel].peers[1 - me];
+  const int me = env.view->rank;
+  DevPeer& peer = env.view->channel.peers[1 - me];
   ConnInfo* recv = &peer.recv;
   ConnInfo* send = &peer.send;
   if (recv->buffs[kProtoLL] == nullptr || send->buffs[kProtoLL] == nullptr) arch::trap();  // no connection
   const uint64_t chunk = llChunkElems(w.chunkElems, connStepBytes<LLProto>(recv, send), (int)sizeof(T));
-  LLPrims<Fn> p(llFullGroup(), env.sh, env.comm->abortFlag, recv, send, static_cast<const T*>(w.sendBuff),
+  LLPrims<Fn> p(llFullGroup(), env.sh, env.view->abortFlag, recv, send, static_cast<const T*>(w.sendBuff),
                 static_cast<T*>(w.recvBuff), chunk, Fn::fromWork(w));
   for (uint64_t off = 0; off < w.chanCount; off += chunk) {
     const int64_t n = (int64_t)minU64(chunk, w.chanCount - off);
@@ -43,17 +43,17 @@ WEFT_DEV void runDirectAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& e
   const Fn fn = Fn::fromWork(w);
   const T* in = static_cast<const T*>(w.sendBuff);
   T* out = static_cast<T*>(w.recvBuff);
-  if (env.comm->nRanks == 1) {
+  if (env.view->nRanks == 1) {
     flagLocal(fn, kFlagSrcIn | kFlagDstOut | kFlagPost, arch::threadId(), kLLThreads,
               reinterpret_cast<const char*>(in + w.chanOffset), reinterpret_cast<char*>(out + w.chanOffset),
               (int64_t)(w.chanCount * sizeof(T)));
     return;
   }
-  if (env.comm->nRanks == 2 && !(w.flags & kWorkFlagTwoShot)) {
+  if (env.view->nRanks == 2 && !(w.flags & kWorkFlagTwoShot)) {
     runDirectPairAllReduce<Fn>(w, env);
     return;
   }
-  DirectLinks links(env.comm, env.channel, env.sh, kLLThreads);
+  DirectLinks links(*env.view, env.sh, kLLThreads);
   const uint64_t chunk = llChunkElems(w.chunkElems, links.stepBytes(), (int)sizeof(T));
   if (w.flags & kWorkFlagTwoShot) directAllReduceTwoShot(links, fn, in, out, w.chanOffset, w.chanCount, chunk);
   else directAllReduceOneShot(links, fn, in, out, w.chanOffset, w.chanCount, chunk);
@@ -66,13 +66,13 @@ WEFT_DEV void runDirectAllGather(const DevWork& w, const WorkEnvT<FlagShared>& e
   const char* in = static_cast<const char*>(w.sendBuff);
   char* out = static_cast<char*>(w.recvBuff);
   const uint64_t blockBytes = w.count * es;
-  if (env.comm->nRanks == 1) {
+  if (env.view->nRanks == 1) {
     const uint64_t at = w.chanOffset * es;
     if (in != out) flagLocal(FnCopy{}, kFlagSrcIn | kFlagDstOut, arch::threadId(), kLLThreads, in + at, out + at,
                              (int64_t)(w.chanCount * es));
     return;
   }
-  DirectLinks links(env.comm, env.channel, env.sh, kLLThreads);
+  DirectLinks links(*env.view, env.sh, kLLThreads);
   const uint64_t chunk = llChunkElems(w.chunkElems * es, links.stepBytes(), 1);
   directAllGather(links, in, out, blockBytes, w.chanOffset * es, w.chanCount * es, chunk);
   links.finish();

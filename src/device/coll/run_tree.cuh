@@ -43,7 +43,7 @@ WEFT_DEV void withTreePrims(const typename P::Group& g, const WorkEnvT<typename 
                             ConnInfo* sendConn, const void* input, void* output, uint64_t chunkElems, const DevWork& w,
                             Body& body) {
   using T = typename F::Elem;
-  typename P::template Prims<F> p(g, env.sh, env.comm->abortFlag, recvConn, sendConn, static_cast<const T*>(input),
+  typename P::template Prims<F> p(g, env.sh, env.view->abortFlag, recvConn, sendConn, static_cast<const T*>(input),
                                   static_cast<T*>(output), chunkElems, F::fromWork(w));
   body(p);
   p.finish();
@@ -54,7 +54,7 @@ WEFT_DEV void runTreeAllReduce(const DevWork& w, const WorkEnvT<typename P::Shar
   using T = typename Fn::Elem;
   using Roles = TreeRoleFns<Fn>;
   using Group = typename P::Group;
-  DevChannel& ch = env.comm->channels[env.channel];
+  const DevChannel& ch = env.view->channel;
   TreeArgs a;
   a.up = ch.tree.up;
   a.nDown = 0;

@@ -17,8 +17,7 @@ namespace weft::dev {
 // Everything a work runner needs besides the work item.
 template <typename Shared>
 struct WorkEnvT {
-  DevComm* comm;
-  int channel;
+  const ChannelView* view;
   Shared* sh;
 };
 using WorkEnv = WorkEnvT<SimpleShared>;
@@ -92,11 +91,11 @@ WEFT_DEV uint64_t connStepBytes(const ConnInfo* recv, const ConnInfo* send) {
 // counts to those units (dataTypeBytes for byte-wise copies, 1 otherwise).
 template <typename Shared>
 WEFT_DEV RingArgs makeRingArgs(const DevWork& w, const WorkEnvT<Shared>& env, int elemSize, uint64_t scale) {
-  const DevComm* comm = env.comm;
-  const DevRing& ring = comm->channels[env.channel].ring;
+  const ChannelView& v = *env.view;
+  const DevRing& ring = v.channel.ring;
   RingArgs a;
-  a.rank = comm->rank;
-  a.nRanks = comm->nRanks;
+  a.rank = v.rank;
+  a.nRanks = v.nRanks;
   a.ringPos = ring.index;
   a.prev = ring.prev;
   a.next = ring.next;
@@ -124,11 +123,11 @@ WEFT_DEV void runRingColl(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   using T = typename Fn::Elem;
   const uint64_t scale = Fn::kIsCopy ? (uint64_t)dataTypeBytes(w.dataType) : 1;
   RingArgs a = makeRingArgs(w, env, sizeof(T), scale);
-  DevChannel& ch = env.comm->channels[env.channel];
+  const DevChannel& ch = env.view->channel;
   ConnInfo* recvConn = ringUsesRecv(w.func, a) ? &ch.peers[a.prev].recv : nullptr;
   ConnInfo* sendConn = ringUsesSend(w.func, a) ? &ch.peers[a.next].send : nullptr;
   a.chunkElems = P::chunkElems(w.chunkElems * scale, connStepBytes<P>(recvConn, sendConn), sizeof(T));
-  typename P::template Prims<Fn> p(P::fullGroup(), env.sh, env.comm->abortFlag, recvConn, sendConn,
+  typename P::template Prims<Fn> p(P::fullGroup(), env.sh, env.view->abortFlag, recvConn, sendConn,
                                    static_cast<const T*>(w.sendBuff), static_cast<T*>(w.recvBuff), a.chunkElems,
                                    Fn::fromWork(w));
   if constexpr (Fn::kIsCopy) {
@@ -147,15 +146,15 @@ template <typename P = SimpleProto>
 WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
   using Prims = typename P::template Prims<FnCopy>;
   using Group = typename P::Group;
-  const int rank = env.comm->rank;
+  const int rank = env.view->rank;
   const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
-  DevPeer* peers = env.comm->channels[env.channel].peers;
+  DevPeer* peers = env.view->channel.peers;
   const char* in = static_cast<const char*>(w.sendBuff);
   char* out = static_cast<char*>(w.recvBuff);
   if (w.sendPeer == rank || w.recvPeer == rank) {
     if (w.sendPeer != w.recvPeer) arch::trap();  // a self send must come with its self receive
     if (inGroup(P::fullGroup())) {
-      Prims p(P::fullGroup(), env.sh, env.comm->abortFlag, nullptr, nullptr, reinterpret_cast<const uint8_t*>(in),
+      Prims p(P::fullGroup(), env.sh, env.view->abortFlag, nullptr, nullptr, reinterpret_cast<const uint8_t*>(in),
               reinterpret_cast<uint8_t*>(out), 0, FnCopy{});
       p2pSelf(p, w.chanOffset * es, w.recvOffset * es, w.chanCount * es);
     }
@@ -163,12 +162,12 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   }
   const bool doSend = w.sendPeer >= 0 && w.chanCount > 0;
   const bool doRecv = w.recvPeer >= 0 && w.recvCount > 0;
-  const Group sendGroup = doRecv ? P::sendGroup(env.comm->p2pSendWarps) : P::fullGroup();
-  const Group recvGroup = doSend ? P::recvGroup(env.comm->p2pSendWarps) : P::fullGroup();
+  const Group sendGroup = doRecv ? P::sendGroup(env.view->p2pSendWarps) : P::fullGroup();
+  const Group recvGroup = doSend ? P::recvGroup(env.view->p2pSendWarps) : P::fullGroup();
   if (doSend && inGroup(sendGroup)) {
     ConnInfo* conn = &peers[w.sendPeer].send;
     uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(nullptr, conn), 1);
-    Prims p(sendGroup, env.sh, env.comm->abortFlag, nullptr, conn, reinterpret_cast<const uint8_t*>(in), nullptr,
+    Prims p(sendGroup, env.sh, env.view->abortFlag, nullptr, conn, reinterpret_cast<const uint8_t*>(in), nullptr,
             chunk, FnCopy{});
     p2pSend(p, w.chanOffset * es, w.chanCount * es, chunk);
     p.finish();
@@ -176,7 +175,7 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   if (doRecv && inGroup(recvGroup)) {
     ConnInfo* conn = &peers[w.recvPeer].recv;
     uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(conn, nullptr), 1);
-    Prims p(recvGroup, env.sh, env.comm->abortFlag, conn, nullptr, nullptr, reinterpret_cast<uint8_t*>(out), chunk,
+    Prims p(recvGroup, env.sh, env.view->abortFlag, conn, nullptr, nullptr, reinterpret_cast<uint8_t*>(out), chunk,
             FnCopy{});
     p2pRecv(p, w.recvOffset * es, w.recvCount * es, chunk);
     p.finish();

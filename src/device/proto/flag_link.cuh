@@ -11,6 +11,7 @@
 #pragma once
 
 #include "device/abi.h"
+#include "device/arch/probe.cuh"
 #include "device/reduce/reduce_copy.cuh"
 #include "device/work_math.h"
 
@@ -23,7 +24,8 @@ constexpr int kFlagMaxGroups = 2;
 struct FlagShared {
   uint32_t aborted;
   // Direct (algo/direct.cuh): every peer's LL buffers, head pointers and step sizes, its send and
-  // receive step at the start of the item, and each warp's last seen head per peer (lane 0). In
+  // receive step and send limit (head + kSteps as known) at the start of the item, and each
+  // warp's send limit per peer (lane 0). In
   // shared memory because arrays indexed by a peer number would otherwise live in each thread's
   // local memory; loaded once per item by one thread per peer.
   char* directSendBuff[kDirectMaxRanks];
@@ -33,8 +35,8 @@ struct FlagShared {
   uint64_t directStepBytes[kDirectMaxRanks];
   uint64_t directSendBase[kDirectMaxRanks];
   uint64_t directRecvBase[kDirectMaxRanks];
-  uint64_t directHeadBase[kDirectMaxRanks];
-  uint64_t directHeadSeen[arch::kMaxBlockThreads / arch::kWarpSize][kDirectMaxRanks];
+  uint64_t directSendLimitBase[kDirectMaxRanks];
+  uint64_t directSendLimit[arch::kMaxBlockThreads / arch::kWarpSize][kDirectMaxRanks];
 };
 
 // Warps serving one transfer direction (or both, for collectives): warps
@@ -78,9 +80,11 @@ class FlagLink {
     if (sendConn) {
       sendBuff_ = sendConn->buffs[proto];
       sendStep_ = arch::ldN<8>(&sendConn->step);
+      sendLimit_ = sendStep_ + arch::ldN<4>(&sendConn->sendFree);
       sendHead_ = sendConn->head;
       stepBytes_ = (uint64_t)sendConn->stepBytes[proto];
     }
+    probe(kProbeLinksReady);
   }
 
   WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
@@ -93,7 +97,10 @@ class FlagLink {
     arch::barSync(barrier_, nThreads_);
     if (tid_ == 0) {
       if (recvConn_) arch::stN<8>(&recvConn_->step, recvStep_);
-      if (sendConn_) arch::stN<8>(&sendConn_->step, sendStep_);
+      if (sendConn_) {
+        arch::stN<8>(&sendConn_->step, sendStep_);
+        arch::stN<4>(&sendConn_->sendFree, sendFreeToSave(sendLimit_, sendStep_));
+      }
     }
   }
 
@@ -115,16 +122,19 @@ class FlagLink {
     return aborted_;
   }
 
-  // Whole warp: the slot of sendStep_ may be written once head + kSteps > sendStep_.
+  // Whole warp: the slot of sendStep_ may be written once head + kSteps > sendStep_. Head is
+  // read only when the last value read (here or by an earlier kernel: ConnInfo::sendFree) does
+  // not already allow it: most small launches then write their step without that round trip.
   WEFT_DEV void waitSend() {
-    if (arch::laneId() == 0 && headSeen_ + kSteps <= sendStep_ && !aborted()) {
+    if (arch::laneId() == 0 && sendLimit_ <= sendStep_ && !aborted()) {
       int spins = 0;
       for (;;) {
-        headSeen_ = arch::ldAcquireSys(sendHead_);
-        if (headSeen_ + kSteps > sendStep_ || spinAborted(&spins)) break;
+        sendLimit_ = arch::ldAcquireSys(sendHead_) + kSteps;
+        if (sendLimit_ > sendStep_ || spinAborted(&spins)) break;
       }
     }
     arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
+    probe(kProbeSendReady);
   }
 
   // Whole group, after every thread has consumed the slot of recvStep_: publish head.
@@ -139,6 +149,7 @@ class FlagLink {
       arch::barSync(barrier_, nThreads_);
     }
     if (tid_ == 0 && !aborted()) arch::stRelaxedSys(recvHead_, recvStep_ + 1);
+    probe(kProbeStepDone);
   }
 
   WEFT_DEV void wipeSlot() {
@@ -167,7 +178,7 @@ class FlagLink {
   volatile uint64_t* sendHead_ = nullptr;  // local: polled
   uint64_t recvStep_ = 0, sendStep_ = 0;
   uint64_t stepBytes_ = kLL128MinStepBytes;  // no connection: local copies only
-  uint64_t headSeen_ = 0;                    // lane 0 of each warp
+  uint64_t sendLimit_ = 0;                   // head + kSteps as lane 0 of each warp last read it
   bool aborted_ = false;
 };
 

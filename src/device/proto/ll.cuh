@@ -111,6 +111,7 @@ class LLPrims : public FlagLink, public FlagPrimsApi<LLPrims<Fn>> {
       if (ops & kFlagDstOut) detail::storeUser(out + p * 16, v, valid);
       if (ops & kFlagSend) detail::llWritePack(sslot + p * 2 * kLLLineBytes, v, sendFlag, two);
     }
+    probe((ops & kFlagRecv) ? kProbeReceived : kProbeWritten);
     if (ops & kFlagRecv) {
       postRecv(true);
       recvStep_++;

@@ -144,7 +144,11 @@ class SimpleLink {
     if (arch::laneId() == 0) {
       while (posted_ < readied_) publishCompleted();
       if (recvConn_) arch::stN<8>(&recvConn_->step, recvStep_);
-      if (sendConn_) arch::stN<8>(&sendConn_->step, sendStep_);
+      if (sendConn_) {
+        arch::stN<8>(&sendConn_->step, sendStep_);
+        // headSeen_ is a value head had (0 until read, which head also had at first)
+        arch::stN<4>(&sendConn_->sendFree, sendFreeToSave(headSeen_ + kSteps, sendStep_));
+      }
     }
     arch::syncWarp();
   }
