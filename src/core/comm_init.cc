@@ -42,6 +42,8 @@ const param::IntParam kP2pMaxChannels{"NCCL_WEFT_P2P_MAX_CHANNELS", 24};
 // Bytes per channel below which a transfer to one peer uses fewer channels (PlanShape::
 // p2pChannelBytes; 0: always all). Only communicators of more than two ranks are affected.
 const param::IntParam kP2pChannelBytes{"NCCL_WEFT_P2P_CHANNEL_BYTES", 128 << 10};
+// NCCL's name and default: point-to-point transfers of at most this many bytes run on LL.
+const param::IntParam kP2pLLThreshold{"NCCL_P2P_LL_THRESHOLD", 16384};
 // 1 (default, as NCCL): Simple-only point-to-point connections get their buffers when a pair
 // first uses them (transport/p2p/p2p_connections.h); 0: all of them at creation.
 const param::IntParam kRuntimeConnect{"NCCL_RUNTIME_CONNECT", 1};
@@ -286,6 +288,8 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   comm->protoStepBytes[dev::kProtoLL128] = transport::protoStepBytes(dev::kProtoLL128, kLL128BuffSize.get());
   comm->p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
   comm->p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
+  comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) ? (size_t)std::clamp<int64_t>(kP2pLLThreshold.get(), 0, INT32_MAX)
+                                                         : 0;
   comm->runtimeConnect = kRuntimeConnect.get() != 0;
   WEFT_TRY(checkRanksAgree(comm));
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));

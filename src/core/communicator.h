@@ -61,6 +61,7 @@ struct ncclComm {
   int simpleP2pChannels = 0;  // channels on which every pair is connected for Simple point-to-point
   int p2pMaxChannels = 0;     // enqueue::PlanShape::p2pMaxChannels
   size_t p2pChannelBytes = 0; // enqueue::PlanShape::p2pChannelBytes
+  size_t p2pLLBytes = 0;      // enqueue::PlanShape::p2pLLBytes
   bool runtimeConnect = true; // Simple-only p2p connections made on first use (NCCL_RUNTIME_CONNECT)
   std::vector<std::vector<int>> rings;
   // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only

@@ -19,6 +19,7 @@ SharedSettings sharedSettingsOf(const ncclComm* comm) {
   s.p2pMaxChannels = comm->p2pMaxChannels;
   s.p2pChannelBytes = comm->p2pChannelBytes;
   s.runtimeConnect = comm->runtimeConnect ? 1 : 0;
+  s.p2pLLBytes = (int32_t)comm->p2pLLBytes;
   return s;
 }
 
@@ -56,6 +57,8 @@ std::string settingsDifference(const SharedSettings& mine, const SharedSettings&
                    theirRank);
   if (mine.runtimeConnect != theirs.runtimeConnect)
     return differs("NCCL_RUNTIME_CONNECT", mine.runtimeConnect, theirs.runtimeConnect, theirRank);
+  if (mine.p2pLLBytes != theirs.p2pLLBytes)
+    return differs("NCCL_P2P_LL_THRESHOLD", mine.p2pLLBytes, theirs.p2pLLBytes, theirRank);
   return "";
 }
 

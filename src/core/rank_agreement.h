@@ -25,7 +25,7 @@ struct SharedSettings {
   int32_t p2pMaxChannels = 0;
   uint64_t p2pChannelBytes = 0;
   int32_t runtimeConnect = 0;
-  int32_t pad = 0;
+  int32_t p2pLLBytes = 0;
 };
 
 constexpr uint32_t kSharedSettingsMagic = 0x77534554;  // "wSET"

@@ -63,6 +63,7 @@ PlanShape makeShape(ncclComm* comm) {
   s.directChannels = comm->connPlan.meshChannels;
   s.p2pMaxChannels = comm->p2pMaxChannels;
   s.p2pChannelBytes = comm->p2pChannelBytes;
+  s.p2pLLBytes = comm->p2pLLBytes;
   s.choices = &comm->planChoices;
   return s;
 }

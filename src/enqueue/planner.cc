@@ -192,14 +192,68 @@ void planSelfCopy(const Task& s, const Task& r, const PlanShape& shape, ChannelW
   }
 }
 
+// Items of one round's i-th send s (to sendPeer, over the channels sendSet) and i-th receive r
+// (from recvPeer, over recvSet), either may be null, on protocol `proto`: one item per channel
+// that carries a piece of either.
+Status planP2pPair(const Task* s, const Task* r, int sendPeer, int recvPeer, const std::vector<int>& sendSet,
+                   const std::vector<int>& recvSet, int d, int proto, const PlanShape& shape, ChannelWorks* perChannel) {
+  WEFT_ASSERT(!s || !sendSet.empty());
+  WEFT_ASSERT(!r || !recvSet.empty());
+  // Each direction's window of its set; the peer computes the same one for its end.
+  const P2pWindow sendWin = p2pWindowOf(sendSet, s ? s->bytes() : 0, d, shape);
+  const P2pWindow recvWin = p2pWindowOf(recvSet, r ? r->bytes() : 0, d, shape);
+  const int nSend = sendWin.used, nRecv = recvWin.used;
+  for (int c = 0; c < shape.nChannels; ++c) {
+    const int si = s ? sendWin.pieceOn(sendSet, c) : -1;
+    const int ri = r ? recvWin.pieceOn(recvSet, c) : -1;
+    if (si < 0 && ri < 0) continue;
+    const Task* any = s && si >= 0 ? s : r;
+    dev::DevWork w = baseWork(*any, shape);
+    w.func = dev::kFuncSendRecv;
+    w.proto = (uint8_t)proto;
+    w.sendBuff = nullptr;
+    w.recvBuff = nullptr;
+    // Both sides cut a transfer the same way: bytes over the channels of that direction.
+    if (si >= 0) {
+      uint64_t bytes = s->bytes();
+      splitRange(bytes, nSend, 16, si, &w.chanOffset, &w.chanCount);
+      w.sendPeer = sendPeer;
+      w.sendBuff = s->sendBuff;
+      w.count = bytes;
+    }
+    if (ri >= 0) {
+      uint64_t bytes = r->bytes();
+      splitRange(bytes, nRecv, 16, ri, &w.recvOffset, &w.recvCount);
+      w.recvPeer = recvPeer;
+      w.recvBuff = r->recvBuff;
+    }
+    // Point-to-point moves bytes: the device treats it as uint8 data.
+    w.dataType = dev::kUint8;
+    w.chunkElems = proto == dev::kProtoSimple ? p2pChunkElems(shape) : 0;  // LL: one step's payload
+    if (w.sendPeer >= 0 && w.chanCount == 0) w.sendPeer = -1;
+    if (w.recvPeer >= 0 && w.recvCount == 0) w.recvPeer = -1;
+    if (w.sendPeer < 0 && w.recvPeer < 0) continue;
+    (*perChannel)[c].push_back(w);
+  }
+  return ncclSuccess;
+}
+
 // Point-to-point: round d pairs this rank's i-th send to rank+d with its i-th receive from rank-d.
-Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& shape, ChannelWorks* perChannel) {
+// A transfer of at most shape.p2pLLBytes goes to *llItems (LL over the mesh channels), the others
+// to *simpleItems; both ends of a transfer see its size, hence the same protocol and channels.
+// A send and a receive of one pair share an item only when they share the protocol.
+Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& shape, ChannelWorks* simpleItems,
+                        ChannelWorks* llItems) {
   const int n = shape.nRanks;
   std::vector<std::vector<const Task*>> sendsTo(n), recvsFrom(n);
   for (const Task* t : p2p) {
     if (t->count == 0) continue;  // both sides of a zero-byte exchange skip it alike
     (t->kind == TaskKind::kSend ? sendsTo : recvsFrom)[t->peer].push_back(t);
   }
+  const bool llPossible = shape.p2pLLBytes > 0 && !shape.directChannels.empty();
+  auto protoOf = [&](const Task* t) {
+    return t && llPossible && t->bytes() <= shape.p2pLLBytes ? dev::kProtoLL : dev::kProtoSimple;
+  };
   for (int d = 0; d < n; ++d) {
     int sendPeer = (shape.rank + d) % n;
     int recvPeer = (shape.rank - d + n) % n;
@@ -215,51 +269,26 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
                     i < sends.size() ? sends[i]->bytes() : (size_t)0, i < recvs.size() ? recvs[i]->bytes() : (size_t)0);
           return ncclInvalidUsage;
         }
-        planSelfCopy(*sends[i], *recvs[i], shape, perChannel);
+        planSelfCopy(*sends[i], *recvs[i], shape, simpleItems);
       }
       continue;
     }
     for (size_t i = 0; i < pairs; ++i) {
       const Task* s = i < sends.size() ? sends[i] : nullptr;
       const Task* r = i < recvs.size() ? recvs[i] : nullptr;
-      const std::vector<int>& sendSet = shape.sendChannels[sendPeer];
-      const std::vector<int>& recvSet = shape.recvChannels[recvPeer];
-      WEFT_ASSERT(!s || !sendSet.empty());
-      WEFT_ASSERT(!r || !recvSet.empty());
-      // Each direction's window of its set; the peer computes the same one for its end.
-      const P2pWindow sendWin = p2pWindowOf(sendSet, s ? s->bytes() : 0, d, shape);
-      const P2pWindow recvWin = p2pWindowOf(recvSet, r ? r->bytes() : 0, d, shape);
-      const int nSend = sendWin.used, nRecv = recvWin.used;
-      for (int c = 0; c < shape.nChannels; ++c) {
-        const int si = s ? sendWin.pieceOn(sendSet, c) : -1;
-        const int ri = r ? recvWin.pieceOn(recvSet, c) : -1;
-        if (si < 0 && ri < 0) continue;
-        const Task* any = s && si >= 0 ? s : r;
-        dev::DevWork w = baseWork(*any, shape);
-        w.func = dev::kFuncSendRecv;
-        w.sendBuff = nullptr;
-        w.recvBuff = nullptr;
-        // Both sides cut a transfer the same way: bytes over the channels of that direction.
-        if (si >= 0) {
-          uint64_t bytes = s->bytes();
-          splitRange(bytes, nSend, 16, si, &w.chanOffset, &w.chanCount);
-          w.sendPeer = sendPeer;
-          w.sendBuff = s->sendBuff;
-          w.count = bytes;
-        }
-        if (ri >= 0) {
-          uint64_t bytes = r->bytes();
-          splitRange(bytes, nRecv, 16, ri, &w.recvOffset, &w.recvCount);
-          w.recvPeer = recvPeer;
-          w.recvBuff = r->recvBuff;
-        }
-        // Point-to-point moves bytes: the device treats it as uint8 data.
-        w.dataType = dev::kUint8;
-        w.chunkElems = p2pChunkElems(shape);
-        if (w.sendPeer >= 0 && w.chanCount == 0) w.sendPeer = -1;
-        if (w.recvPeer >= 0 && w.recvCount == 0) w.recvPeer = -1;
-        if (w.sendPeer < 0 && w.recvPeer < 0) continue;
-        (*perChannel)[c].push_back(w);
+      const int sendProto = protoOf(s), recvProto = protoOf(r);
+      auto setOf = [&](int proto, const std::vector<int>& peerSet) -> const std::vector<int>& {
+        return proto == dev::kProtoLL ? shape.directChannels : peerSet;
+      };
+      auto itemsOf = [&](int proto) { return proto == dev::kProtoLL ? llItems : simpleItems; };
+      const std::vector<int>& sendSet = setOf(sendProto, shape.sendChannels[sendPeer]);
+      const std::vector<int>& recvSet = setOf(recvProto, shape.recvChannels[recvPeer]);
+      if (!s || !r || sendProto == recvProto) {
+        const int proto = s ? sendProto : recvProto;
+        WEFT_TRY(planP2pPair(s, r, sendPeer, recvPeer, sendSet, recvSet, d, proto, shape, itemsOf(proto)));
+      } else {
+        WEFT_TRY(planP2pPair(s, nullptr, sendPeer, recvPeer, sendSet, recvSet, d, sendProto, shape, itemsOf(sendProto)));
+        WEFT_TRY(planP2pPair(nullptr, r, sendPeer, recvPeer, sendSet, recvSet, d, recvProto, shape, itemsOf(recvProto)));
       }
     }
   }
@@ -426,12 +455,20 @@ Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::ve
     planCollective(t, c, shape, &segmentFor(c.proto));
   }
   if (!p2p.empty()) {
-    segmentFor(dev::kProtoSimple);  // point-to-point items end the plan, in a Simple segment
-    const size_t last = segments.back().slot;
-    ChannelWorks& p2pWorks = freshLists(segments.size(), nBlocks);  // a slot past every segment's
-    WEFT_TRY(planPointToPoint(p2p, shape, &p2pWorks));
-    ChannelWorks& lists = scratchPool()[last];  // after freshLists, which may have moved it
-    for (int c = 0; c < nBlocks; ++c) lists[c].insert(lists[c].end(), p2pWorks[c].begin(), p2pWorks[c].end());
+    // Point-to-point items end the plan: LL ones, then Simple ones, each appended to the last
+    // segment when it has their protocol, else in a segment of their own. They are planned into
+    // slots past the two segments they may open (freshLists may move the pool: indices only).
+    const size_t simpleSlot = segments.size() + 2, llSlot = simpleSlot + 1;
+    freshLists(simpleSlot, nBlocks);
+    freshLists(llSlot, nBlocks);
+    WEFT_TRY(planPointToPoint(p2p, shape, &scratchPool()[simpleSlot], &scratchPool()[llSlot]));
+    for (const auto& [proto, from] : {std::pair<int, size_t>{dev::kProtoLL, llSlot}, {dev::kProtoSimple, simpleSlot}}) {
+      const ChannelWorks& items = scratchPool()[from];
+      if (std::all_of(items.begin(), items.end(), [](const auto& list) { return list.empty(); })) continue;
+      segmentFor(proto);  // its slot is below simpleSlot: the pool does not move
+      ChannelWorks& lists = scratchPool()[segments.back().slot];
+      for (int c = 0; c < nBlocks; ++c) lists[c].insert(lists[c].end(), items[c].begin(), items[c].end());
+    }
   }
   launches->clear();
   for (const Segment& seg : segments) cutLaunches(seg.proto, scratchPool()[seg.slot], launches);

@@ -76,6 +76,12 @@ struct PlanShape {
   // (planner.cc p2pWindowOf). 0: every transfer uses all p2pMaxChannels channels. Every rank must pass
   // the same value.
   size_t p2pChannelBytes = 0;
+  // A transfer to or from one peer of at most p2pLLBytes bytes runs on LL (as NCCL below
+  // NCCL_P2P_LL_THRESHOLD), over the mesh channels (directChannels, where every pair of ranks has
+  // connections with LL buffers; point-to-point-only connections hold Simple buffers only), in
+  // launches after the collectives and before the Simple point-to-point ones. 0, or no mesh:
+  // Simple only. Every rank must pass the same value.
+  size_t p2pLLBytes = 0;
   // Channels on which EVERY rank has connections to and from every other rank (the same list on
   // all ranks; transport::ConnectionPlan::meshChannels), in increasing order: where the Direct
   // algorithm may run. Empty: no Direct.

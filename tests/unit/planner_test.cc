@@ -163,35 +163,101 @@ TEST_P(PointToPointRanks, PlansOfAllRanksMatch) {
     }
   }
   // Every channel of a pair's set, then at most 2 of them (PlanShape::p2pMaxChannels); every
-  // transfer on all of them, then fewer for small transfers (PlanShape::p2pChannelBytes).
-  for (int test = 0; test < 4; ++test) {
+  // transfer on all of them, then fewer for small transfers (PlanShape::p2pChannelBytes); then
+  // transfers of at most 1,300 bytes on LL over a mesh of the first two channels (p2pLLBytes).
+  for (int test = 0; test < 6; ++test) {
     const int cap = test % 2 ? 2 : 0;
-    const size_t channelBytes = test / 2 ? 256 : 0;
-    // (channel, from, to) -> ordered list of (offset, length) seen by the sender / receiver
-    std::map<std::tuple<int, int, int>, std::vector<std::pair<uint64_t, uint64_t>>> sent, received;
+    const size_t channelBytes = test / 2 == 1 ? 256 : 0;
+    const bool ll = test / 2 == 2;
+    // (channel, from, to) -> ordered list of (offset, length, protocol) seen by the sender / receiver
+    using Piece = std::tuple<uint64_t, uint64_t, int>;
+    std::map<std::tuple<int, int, int>, std::vector<Piece>> sent, received;
     for (int r = 0; r < n; ++r) {
       std::vector<PlannedLaunch> launches;
       PlanShape shape = ringShape(r, n, nChannels);
       shape.p2pMaxChannels = cap;
       shape.p2pChannelBytes = channelBytes;
+      if (ll) {
+        shape.p2pLLBytes = 1300;
+        shape.directChannels = {0, 1 % nChannels};
+        shape.directChannels.resize(std::min(2, nChannels));
+      }
       ASSERT_EQ(planTasks(tasks[r], shape, &launches), ncclSuccess);
+      bool simpleSeen = false;
       for (auto& l : launches) {
+        if (l.proto == dev::kProtoSimple) simpleSeen = true;
+        else EXPECT_FALSE(simpleSeen) << "LL point-to-point launches come before the Simple ones on every rank";
         for (size_t b = 0; b < l.channels.size(); ++b) {
           for (auto& w : l.works[b]) {
             ASSERT_EQ(w.func, dev::kFuncSendRecv);
-            if (w.sendPeer >= 0) sent[{l.channels[b], r, w.sendPeer}].push_back({w.chanOffset, w.chanCount});
-            if (w.recvPeer >= 0) received[{l.channels[b], w.recvPeer, r}].push_back({w.recvOffset, w.recvCount});
+            ASSERT_EQ(w.proto, l.proto) << "an item runs in a launch of its protocol";
+            if (w.proto == dev::kProtoLL) EXPECT_LT(l.channels[b], 2) << "LL only on the mesh channels";
+            if (w.sendPeer >= 0) {
+              sent[{l.channels[b], r, w.sendPeer}].push_back({w.chanOffset, w.chanCount, w.proto});
+              if (w.sendPeer != r) EXPECT_EQ(w.proto == dev::kProtoLL, ll && w.count <= 1300);  // self: a copy
+            }
+            if (w.recvPeer >= 0) received[{l.channels[b], w.recvPeer, r}].push_back({w.recvOffset, w.recvCount, w.proto});
           }
         }
       }
     }
     EXPECT_FALSE(sent.empty());
-    EXPECT_EQ(sent, received) << "cap " << cap << " channel bytes " << channelBytes;
+    EXPECT_EQ(sent, received) << "cap " << cap << " channel bytes " << channelBytes << " ll " << ll;
     std::map<std::pair<int, int>, std::set<int>> pairChannels;  // (from, to) -> channels used
     for (const auto& e : sent) pairChannels[{std::get<1>(e.first), std::get<2>(e.first)}].insert(std::get<0>(e.first));
     for (const auto& e : pairChannels) {
       if (e.first.first == e.first.second) continue;  // self copies run on every channel
       EXPECT_LE((int)e.second.size(), cap > 0 ? cap : nChannels) << e.first.first << "->" << e.first.second;
+    }
+  }
+}
+
+// Two ranks exchange 8 bytes one way and 1 MiB the other: each end runs its small transfer on LL
+// (first launch) and its large one on Simple (second launch), in separate items, so that the two
+// ends of each transfer agree; with p2pLLBytes 0 both share one Simple item per channel.
+TEST(Planner, SmallPointToPointRunsOnLLAndSplitsFromALargeOne) {
+  for (const size_t llBytes : {size_t(16384), size_t(0)}) {
+    for (int r = 0; r < 2; ++r) {
+      PlanShape s = ringShape(r, 2, 4);
+      s.directChannels = {0, 1, 2, 3};
+      s.p2pLLBytes = llBytes;
+      const size_t sendBytes = r == 0 ? 8 : 1 << 20, recvBytes = r == 0 ? 1 << 20 : 8;
+      std::vector<Task> tasks = {p2p(TaskKind::kSend, 1 - r, sendBytes), p2p(TaskKind::kRecv, 1 - r, recvBytes)};
+      std::vector<PlannedLaunch> launches;
+      ASSERT_EQ(planTasks(tasks, s, &launches), ncclSuccess);
+      if (llBytes == 0) {
+        ASSERT_EQ(launches.size(), 1u);
+        EXPECT_EQ(launches[0].proto, dev::kProtoSimple);
+        uint64_t sent = 0, received = 0;
+        int shared = 0;
+        for (auto list : launches[0].works)
+          for (auto& w : list) {
+            sent += w.sendPeer >= 0 ? w.chanCount : 0;
+            received += w.recvPeer >= 0 ? w.recvCount : 0;
+            shared += w.sendPeer >= 0 && w.recvPeer >= 0;
+          }
+        EXPECT_EQ(sent, sendBytes);
+        EXPECT_EQ(received, recvBytes);
+        EXPECT_EQ(shared, 1) << "the 8 bytes fit one channel, whose item also receives";
+        continue;
+      }
+      ASSERT_EQ(launches.size(), 2u) << "rank " << r;
+      EXPECT_EQ(launches[0].proto, dev::kProtoLL);
+      EXPECT_EQ(launches[1].proto, dev::kProtoSimple);
+      uint64_t llBytesSeen = 0, simpleBytesSeen = 0;
+      for (int k = 0; k < 2; ++k)
+        for (auto list : launches[k].works)
+          for (auto& w : list) {
+            EXPECT_EQ(w.proto, launches[k].proto);
+            EXPECT_TRUE((w.sendPeer < 0) != (w.recvPeer < 0)) << "one direction per item";
+            const uint64_t moved = w.sendPeer >= 0 ? w.chanCount : w.recvCount;
+            (k == 0 ? llBytesSeen : simpleBytesSeen) += moved;
+            if (k == 0) EXPECT_EQ(w.chunkElems, 0u) << "LL: the kernel takes one step's payload";
+            const bool smallSend = r == 0;  // rank 0 sends the 8 bytes, rank 1 receives them
+            EXPECT_EQ(k == 0, w.sendPeer >= 0 ? smallSend : !smallSend);
+          }
+      EXPECT_EQ(llBytesSeen, 8u);
+      EXPECT_EQ(simpleBytesSeen, 1u << 20);
     }
   }
 }

@@ -19,6 +19,7 @@ SharedSettings typical() {
   s.p2pMaxChannels = 24;
   s.p2pChannelBytes = 128 << 10;
   s.runtimeConnect = 1;
+  s.p2pLLBytes = 16384;
   return s;
 }
 }  // namespace
@@ -42,6 +43,7 @@ TEST(RankAgreement, EveryDifferenceIsNamedWithBothValuesAndTheRank) {
       {[](SharedSettings* s) { s->p2pMaxChannels = 32; }, "NCCL_WEFT_P2P_MAX_CHANNELS: 24 here, 32 at rank 5"},
       {[](SharedSettings* s) { s->p2pChannelBytes = 0; }, "NCCL_WEFT_P2P_CHANNEL_BYTES: 131072 here, 0 at rank 5"},
       {[](SharedSettings* s) { s->runtimeConnect = 0; }, "NCCL_RUNTIME_CONNECT: 1 here, 0 at rank 5"},
+      {[](SharedSettings* s) { s->p2pLLBytes = 0; }, "NCCL_P2P_LL_THRESHOLD: 16384 here, 0 at rank 5"},
   };
   for (const Case& c : cases) {
     SharedSettings theirs = typical();
