@@ -6,6 +6,7 @@
 // its slices' data movement (SimpleProtoT<true>) and runs every item out of line
 // (SimpleProtoT::kInlineHotWork): its stack need stays below CUDA's default limit.
 #include "device/kernel_dispatch.cuh"
+#include "device/functor_sample.h"
 #include "core/param.h"
 #include "device/kernel_api.h"
 #include "device/kernel_entries.h"
@@ -88,8 +89,8 @@ bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
   const bool direct = algo == kAlgoDirect && proto == kProtoLL && (func == kFuncAllReduce || func == kFuncAllGather);
   if (algo != kAlgoRing && !(algo == kAlgoTree && func == kFuncAllReduce) && !direct) return false;
   if (func == kFuncBroadcast || func == kFuncAllGather) return true;
-  if (op == kRedSumPostDiv) return type <= kUint64;
-  return true;
+  if (op == kRedSumPostDiv && type > kUint64) return false;
+  return functorInKernels(op, type);  // all but in a compile-check build (functor_sample.h)
 }
 
 }  // namespace weft::dev

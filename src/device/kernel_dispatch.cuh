@@ -2,13 +2,15 @@
 // the device build compiles them in parallel): reductions are instantiated once per (operation,
 // element type), inlined for the hot functors in the LL kernels (P::kInlineHotWork) and otherwise
 // as separate non-inlined device functions, with signed integers folded onto unsigned ones where
-// the bits agree (sum, prod, PreMulSum); copy-only functions are instantiated once, on bytes. P is
+// the bits agree (reduce/functor_visit.cuh); copy-only functions are instantiated once, on bytes. P is
 // the protocol traits type (coll/run_work.cuh).
 #pragma once
 
 #include "device/coll/run_direct.cuh"
 #include "device/coll/run_tree.cuh"
+#include "device/functor_sample.h"
 #include "device/kernel_body.cuh"
+#include "device/reduce/functor_visit.cuh"
 
 namespace weft::dev::dispatch {
 
@@ -76,53 +78,22 @@ WEFT_DEV void runSendRecvWork(const DevWork* w, EnvOf<P> env) {
   else runSendRecvWorkCold<P>(w, env);
 }
 
-// FoldSigned: the operation gives the same bits for signed and unsigned integers.
-// IntOnly: the operation exists for integer types only.
-template <typename P, template <typename> class Fn, bool FoldSigned, bool IntOnly>
-WEFT_DEV void dispatchType(const DevWork* w, EnvOf<P> env) {
-  switch (w->dataType) {
-    case kInt8:
-      if constexpr (FoldSigned) runReduceWork<P, Fn<uint8_t>>(w, env);
-      else runReduceWork<P, Fn<int8_t>>(w, env);
-      return;
-    case kUint8: runReduceWork<P, Fn<uint8_t>>(w, env); return;
-    case kInt32:
-      if constexpr (FoldSigned) runReduceWork<P, Fn<uint32_t>>(w, env);
-      else runReduceWork<P, Fn<int32_t>>(w, env);
-      return;
-    case kUint32: runReduceWork<P, Fn<uint32_t>>(w, env); return;
-    case kInt64:
-      if constexpr (FoldSigned) runReduceWork<P, Fn<uint64_t>>(w, env);
-      else runReduceWork<P, Fn<int64_t>>(w, env);
-      return;
-    case kUint64: runReduceWork<P, Fn<uint64_t>>(w, env); return;
-    default: break;
+// The reduction items' runner for visitFunctor: only the functors this build's kernels carry
+// (functor_sample.h; all of them but in a compile-check build, whose host refuses the others).
+template <typename P>
+struct ReduceRunner {
+  const DevWork* w;
+  EnvOf<P> env;
+  template <int Op, int Type, typename Fn>
+  WEFT_DEV void run() const {
+    if constexpr (functorInKernels(Op, Type)) runReduceWork<P, Fn>(w, env);
+    else arch::trap();
   }
-  if constexpr (!IntOnly) {
-    switch (w->dataType) {
-      case kFloat16: runReduceWork<P, Fn<__half>>(w, env); return;
-      case kFloat32: runReduceWork<P, Fn<float>>(w, env); return;
-      case kFloat64: runReduceWork<P, Fn<double>>(w, env); return;
-      case kBfloat16: runReduceWork<P, Fn<__nv_bfloat16>>(w, env); return;
-      case kFloat8e4m3: runReduceWork<P, Fn<__nv_fp8_e4m3>>(w, env); return;
-      case kFloat8e5m2: runReduceWork<P, Fn<__nv_fp8_e5m2>>(w, env); return;
-      default: break;
-    }
-  }
-  arch::trap();  // the host let an unsupported combination through (see isSupported)
-}
+};
 
 template <typename P>
 WEFT_DEV void dispatchReduce(const DevWork* w, EnvOf<P> env) {
-  switch (w->redOp) {
-    case kRedSum: dispatchType<P, FnSum, true, false>(w, env); return;
-    case kRedProd: dispatchType<P, FnProd, true, false>(w, env); return;
-    case kRedMax: dispatchType<P, FnMax, false, false>(w, env); return;
-    case kRedMin: dispatchType<P, FnMin, false, false>(w, env); return;
-    case kRedPreMulSum: dispatchType<P, FnPreMulSum, true, false>(w, env); return;
-    case kRedSumPostDiv: dispatchType<P, FnSumPostDiv, false, true>(w, env); return;
-    default: arch::trap();
-  }
+  visitFunctor(w->redOp, w->dataType, ReduceRunner<P>{w, env});
 }
 
 template <typename P>

@@ -4,6 +4,7 @@
 
 #include "core/communicator.h"
 #include "device/arch/elem_types.h"
+#include "device/functor_sample.h"
 
 namespace weft::enqueue {
 
@@ -36,7 +37,9 @@ uint64_t scalarBits(double value, ncclDataType_t type) {
   return bits;
 }
 
-Status resolveRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Task* task) {
+namespace {
+
+Status mapRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Task* task) {
   switch (op) {
     case ncclSum: task->redOp = dev::kRedSum; return ncclSuccess;
     case ncclProd: task->redOp = dev::kRedProd; return ncclSuccess;
@@ -63,6 +66,18 @@ Status resolveRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const c
   task->redOp = dev::kRedPreMulSum;
   task->redOpArg = u.scalar;
   task->scalarOnDevice = u.onDevice;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+Status resolveRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Task* task) {
+  WEFT_TRY(mapRedOp(comm, op, type, fn, task));
+  if (!dev::functorInKernels(task->redOp, task->dataType)) {
+    WEFT_WARN("%s: this library is a compile-check build (WEFT_DEVICE_FUNCTOR_SAMPLE=ON): its kernels lack op %d "
+              "on datatype %d; rebuild weft without that option", fn, (int)op, (int)type);
+    return ncclInvalidUsage;
+  }
   return ncclSuccess;
 }
 
