@@ -41,20 +41,24 @@ class DirectLinks {
     // rather than every thread walking every peer's ConnInfo, and no per-access reloads of the
     // buffer pointers later. Head itself is read only where that limit is reached (waitSend).
     if (tid_ < n_ && tid_ != rank_) {
+      // Every load is issued before the connection check: a branch to trap between them made
+      // the counters' (volatile) loads wait for the buffer pointers, a second round trip to L2.
       const ConnInfo& s = peers_[tid_].send;
       const ConnInfo& r = peers_[tid_].recv;
+      const uint64_t sendStep = arch::ldN<8>(&s.step);
+      const uint64_t recvStep = arch::ldN<8>(&r.step);
+      const uint64_t sendFree = arch::ldN<4>(&s.sendFree);
       char* sendBuff = s.buffs[kProtoLL];
       char* recvBuff = r.buffs[kProtoLL];
-      if (sendBuff == nullptr || recvBuff == nullptr) arch::trap();  // no connection
       sh_->directSendBuff[tid_] = sendBuff;
       sh_->directRecvBuff[tid_] = recvBuff;
       sh_->directSendHead[tid_] = s.head;
       sh_->directRecvHead[tid_] = r.head;
       sh_->directStepBytes[tid_] = minU64((uint64_t)s.stepBytes[kProtoLL], (uint64_t)r.stepBytes[kProtoLL]);
-      const uint64_t sendStep = arch::ldN<8>(&s.step);
       sh_->directSendBase[tid_] = sendStep;
-      sh_->directRecvBase[tid_] = arch::ldN<8>(&r.step);
-      sh_->directSendLimitBase[tid_] = sendStep + arch::ldN<4>(&s.sendFree);
+      sh_->directRecvBase[tid_] = recvStep;
+      sh_->directSendLimitBase[tid_] = sendStep + sendFree;
+      if (sendBuff == nullptr || recvBuff == nullptr) arch::trap();  // no connection
     }
     arch::barSync(kBarrier, nThreads_);  // the peers' entries are written before anyone reads them
     uint64_t sb = ~0ull;
@@ -75,6 +79,7 @@ class DirectLinks {
 
   // Whole warp: the slots of the next `steps` steps to every peer may be written.
   WEFT_DEV void waitSend(int steps) {
+    bool readHead = false;
     if (arch::laneId() == 0 && !aborted()) {
       for (int q = 0; q < n_; q++) {
         if (q == rank_) continue;
@@ -82,13 +87,14 @@ class DirectLinks {
         uint64_t limit = sendLimit(q);
         int spins = 0;
         while (limit <= last) {
+          readHead = true;
           limit = arch::ldAcquireSys(sh_->directSendHead[q]) + kSteps;
           if (limit > last || spinAborted(&spins)) break;
         }
         sendLimit(q) = limit;
       }
     }
-    arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
+    syncAfterHeadRead(readHead);
     probe(kProbeSendReady);
   }
 

@@ -59,6 +59,15 @@ WEFT_DEV bool inGroup(const FlagGroup& g) {
   return w >= g.firstWarp && w < g.firstWarp + g.nWarps;
 }
 
+// Whole warp, after lane 0 waited for the peer's head (waitSend): a warp barrier orders the
+// other lanes' slot stores after lane 0's acquire, but only when lane 0 read head in this call.
+// Otherwise the limit came from an acquire already ordered (an earlier call's barrier, or an
+// earlier kernel: ConnInfo::sendFree), and the barrier is skipped: a warp barrier first waits for
+// the warp's loads in flight, such as a first user pack loaded early to overlap this wait.
+WEFT_DEV void syncAfterHeadRead(bool laneZeroReadHead) {
+  if (arch::anyLane(laneZeroReadHead)) arch::syncWarp();
+}
+
 // The protocol state that depends neither on the element type nor on the line format.
 class FlagLink {
  public:
@@ -126,14 +135,16 @@ class FlagLink {
   // read only when the last value read (here or by an earlier kernel: ConnInfo::sendFree) does
   // not already allow it: most small launches then write their step without that round trip.
   WEFT_DEV void waitSend() {
+    bool readHead = false;
     if (arch::laneId() == 0 && sendLimit_ <= sendStep_ && !aborted()) {
+      readHead = true;
       int spins = 0;
       for (;;) {
         sendLimit_ = arch::ldAcquireSys(sendHead_) + kSteps;
         if (sendLimit_ > sendStep_ || spinAborted(&spins)) break;
       }
     }
-    arch::syncWarp();  // orders the other lanes' stores after lane 0's acquire
+    syncAfterHeadRead(readHead);
     probe(kProbeSendReady);
   }
 
@@ -245,10 +256,13 @@ WEFT_UNROLL
 // nBytes in [1, 16]; bytes beyond nBytes read as zero.
 WEFT_DEV Pack16 loadUser(const char* p, int nBytes) {
   if (nBytes == 16 && reinterpret_cast<uintptr_t>(p) % 16 == 0) return arch::ld16(p);
-  if (nBytes == 8 && reinterpret_cast<uintptr_t>(p) % 8 == 0) {  // e.g. two floats: no call
+  // Eight or four aligned bytes (two floats; one float per rank of a small AllGather) without a
+  // call: a non-inlined call waits for its loads and goes through local memory (~1,000 cycles).
+  if (nBytes == 8 && reinterpret_cast<uintptr_t>(p) % 8 == 0) {
     const uint64_t w = arch::ldN<8>(p);
     return Pack16{{(uint32_t)w, (uint32_t)(w >> kWordBits), 0, 0}};
   }
+  if (nBytes == 4 && reinterpret_cast<uintptr_t>(p) % 4 == 0) return Pack16{{(uint32_t)arch::ldN<4>(p), 0, 0, 0}};
   return loadUserSlow(p, nBytes);
 }
 
@@ -256,6 +270,7 @@ WEFT_DEV void storeUser(char* p, const Pack16& v, int nBytes) {
   if (nBytes == 16 && reinterpret_cast<uintptr_t>(p) % 16 == 0) arch::st16(p, v);
   else if (nBytes == 8 && reinterpret_cast<uintptr_t>(p) % 8 == 0)
     arch::stN<8>(p, (uint64_t)v.w[0] | (uint64_t)v.w[1] << kWordBits);
+  else if (nBytes == 4 && reinterpret_cast<uintptr_t>(p) % 4 == 0) arch::stN<4>(p, v.w[0]);
   else storeUserSlow(p, v, nBytes);
 }
 
