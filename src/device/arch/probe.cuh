@@ -2,7 +2,9 @@
 // nothing). Thread 0 of block 0 notes the SM clock (clock64) in shared memory at each point it
 // passes (the last pass counts); at the kernel's end it adds each point's cycles since the start
 // to a global sum, and reportDeviceProbe() prints the means at communicator destruction. A point
-// costs a shared-memory store, so the timeline is close to an unprobed launch's.
+// costs a shared-memory store, so the timeline up to kProbeItemsDone is close to an unprobed
+// launch's; the atomics after it still add 1-3 us to each launch's total (session 14), so time
+// launches with a normal build.
 #pragma once
 
 #include "device/arch/arch.cuh"
