@@ -41,8 +41,8 @@ class DirectLinks {
     // rather than every thread walking every peer's ConnInfo, and no per-access reloads of the
     // buffer pointers later. Head itself is read only where that limit is reached (waitSend).
     if (tid_ < n_ && tid_ != rank_) {
-      // Every load is issued before the connection check: a branch to trap between them made
-      // the counters' (volatile) loads wait for the buffer pointers, a second round trip to L2.
+      // Every load is issued before the connection check: with a branch to trap between them,
+      // the counters' volatile loads could not start before the buffer pointers had arrived.
       const ConnInfo& s = peers_[tid_].send;
       const ConnInfo& r = peers_[tid_].recv;
       const uint64_t sendStep = arch::ldN<8>(&s.step);

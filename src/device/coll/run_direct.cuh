@@ -9,6 +9,17 @@
 
 namespace weft::dev {
 
+// The channel's one connection pair between two ranks (the peer is 1 - rank).
+struct PairConns {
+  ConnInfo* recv;
+  ConnInfo* send;
+};
+WEFT_DEV PairConns pairConnections(const ChannelView& view) {
+  DevPeer& peer = view.channel.peers[1 - view.rank];
+  if (peer.recv.buffs[kProtoLL] == nullptr || peer.send.buffs[kProtoLL] == nullptr) arch::trap();  // no connection
+  return {&peer.recv, &peer.send};
+}
+
 // One-shot AllReduce between two ranks through the LL primitives of the channel's one connection
 // pair: per chunk, send our input, then combine the peer's with ours, the lower rank's value first
 // on both ends (the same bits, as DirectLinks' rank-order fold gives). Same lines, steps and slots
@@ -20,12 +31,9 @@ template <typename Fn>
 WEFT_DEV void runDirectPairAllReduce(const DevWork& w, const WorkEnvT<FlagShared>& env) {
   using T = typename Fn::Elem;
   const int me = env.view->rank;
-  DevPeer& peer = env.view->channel.peers[1 - me];
-  ConnInfo* recv = &peer.recv;
-  ConnInfo* send = &peer.send;
-  if (recv->buffs[kProtoLL] == nullptr || send->buffs[kProtoLL] == nullptr) arch::trap();  // no connection
-  const uint64_t chunk = llChunkElems(w.chunkElems, connStepBytes<LLProto>(recv, send), (int)sizeof(T));
-  LLPrims<Fn> p(llFullGroup(), env.sh, env.view->abortFlag, recv, send, static_cast<const T*>(w.sendBuff),
+  const PairConns c = pairConnections(*env.view);
+  const uint64_t chunk = llChunkElems(w.chunkElems, connStepBytes<LLProto>(c.recv, c.send), (int)sizeof(T));
+  LLPrims<Fn> p(llFullGroup(), env.sh, env.view->abortFlag, c.recv, c.send, static_cast<const T*>(w.sendBuff),
                 static_cast<T*>(w.recvBuff), chunk, Fn::fromWork(w));
   for (uint64_t off = 0; off < w.chanCount; off += chunk) {
     const int64_t n = (int64_t)minU64(chunk, w.chanCount - off);
@@ -39,17 +47,14 @@ WEFT_DEV void runDirectPairAllReduce(const DevWork& w, const WorkEnvT<FlagShared
 // AllGather between two ranks, the same way: per chunk, send our block's part (copying it into
 // our output block unless in place), then store the peer's part of its block. One step each way
 // per chunk, as DirectLinks' AllGather. Session 15 (one H200 shared by both ranks, CUDA graph,
-// 8 B-4 KiB): 3.5-3.9 us through DirectLinks, 2.9-3.0 so, as Ring/LL.
+// 8 B-4 KiB): 3.5-3.9 us through DirectLinks, 2.9-3.0 this way (Ring/LL's time).
 WEFT_DEV void runDirectPairAllGather(const DevWork& w, const WorkEnvT<FlagShared>& env, const char* in, char* out,
                                      uint64_t blockBytes, uint64_t es) {
   const int me = env.view->rank;
-  DevPeer& peer = env.view->channel.peers[1 - me];
-  ConnInfo* recv = &peer.recv;
-  ConnInfo* send = &peer.send;
-  if (recv->buffs[kProtoLL] == nullptr || send->buffs[kProtoLL] == nullptr) arch::trap();  // no connection
-  const uint64_t chunk = llChunkElems(w.chunkElems * es, connStepBytes<LLProto>(recv, send), 1);
-  LLPrims<FnCopy> p(llFullGroup(), env.sh, env.view->abortFlag, recv, send, reinterpret_cast<const uint8_t*>(in),
-                    reinterpret_cast<uint8_t*>(out), chunk, FnCopy{});
+  const PairConns c = pairConnections(*env.view);
+  const uint64_t chunk = llChunkElems(w.chunkElems * es, connStepBytes<LLProto>(c.recv, c.send), 1);
+  LLPrims<FnCopy> p(llFullGroup(), env.sh, env.view->abortFlag, c.recv, c.send,
+                    reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t*>(out), chunk, FnCopy{});
   const uint64_t count = w.chanCount * es;
   const uint64_t mine = (uint64_t)me * blockBytes, peers = (uint64_t)(1 - me) * blockBytes;
   const bool inPlace = in == out + mine;

@@ -62,8 +62,8 @@ WEFT_DEV bool inGroup(const FlagGroup& g) {
 // Whole warp, after lane 0 waited for the peer's head (waitSend): a warp barrier orders the
 // other lanes' slot stores after lane 0's acquire, but only when lane 0 read head in this call.
 // Otherwise the limit came from an acquire already ordered (an earlier call's barrier, or an
-// earlier kernel: ConnInfo::sendFree), and the barrier is skipped: a warp barrier first waits for
-// the warp's loads in flight, such as a first user pack loaded early to overlap this wait.
+// earlier kernel: ConnInfo::sendFree), and the barrier is skipped: it orders memory, so it may
+// hold the warp until loads in flight (a first user pack loaded early) have returned.
 WEFT_DEV void syncAfterHeadRead(bool laneZeroReadHead) {
   if (arch::anyLane(laneZeroReadHead)) arch::syncWarp();
 }
