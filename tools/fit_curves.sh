@@ -6,7 +6,8 @@
 # large ones without ("g2": one thread drives both GPUs). Collect the output into a data file
 # beside the machine's "config" lines (see tuning-baseline-h200x2.txt), then run tuning_fit.py.
 #   bash tools/fit_curves.sh BUILD_DIR [NGPUS]        (needs weft-perf and libnccl.so.2 in BUILD_DIR)
-# Set NCCL_WEFT_ENABLE_LL128=1 to include Ring/LL128 (off by default until verified on the GPU).
+# Ring/LL128 curves are included (forced through NCCL_PROTO; the tuner picks LL128 on its own only
+# once default.ll128 is fitted to 1, see src/graph/tuning_constants.cc).
 set -u
 B=${1:?usage: fit_curves.sh BUILD_DIR [NGPUS]}
 G=${2:-2}
@@ -41,8 +42,6 @@ curve allreduce tree LL graph 8 1M
 curve allreduce direct LL graph 8 4M
 curve allreduce direct LL graph 8 4M NCCL_WEFT_DIRECT_TWO_SHOT=1 | sed 's/ direct ll / direct ll-twoshot /'
 curve allgather direct LL graph 8 8M
-if [ "${NCCL_WEFT_ENABLE_LL128:-0}" != 0 ]; then
-  curve allreduce ring LL128 graph 8 1M
-  curve allreduce ring LL128 g2 2M 1G
-fi
+curve allreduce ring LL128 graph 8 1M
+curve allreduce ring LL128 g2 2M 1G
 for f in broadcast reduce allgather reducescatter; do curve $f ring Simple g2 1M 2G; done

@@ -56,10 +56,10 @@ stage_correct() {
 sweeps_all() {
   sw default "X=1" -m threads,procs,initall
   sw ll "NCCL_PROTO=LL" -m threads
-  sw ll128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_PROTO=LL128" -m threads,procs
+  sw ll128 "NCCL_PROTO=LL128" -m threads,procs
   sw tree "NCCL_ALGO=allreduce:tree NCCL_PROTO=Simple" -m threads
   sw treell "NCCL_ALGO=allreduce:tree NCCL_PROTO=LL" -m threads,procs
-  sw treell128 "NCCL_WEFT_ENABLE_LL128=1 NCCL_ALGO=allreduce:tree NCCL_PROTO=LL128" -m threads
+  sw treell128 "NCCL_ALGO=allreduce:tree NCCL_PROTO=LL128" -m threads
   sw direct "NCCL_ALGO=allreduce:direct,allgather:direct" -m threads,procs
   sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
   sw general "NCCL_WEFT_SPECIAL_KERNELS=0" -m threads
@@ -113,12 +113,12 @@ perfv() {  # label ops -b -e -f -n: every "label:lib:VAR=value+VAR=value" of $VA
 # Mid sizes (256 KiB - 64 MiB, the protocols issue's bar: >= 1.0x NCCL): weft's default against
 # forced protocols and channel counts, the tuner's picks.
 stage_midscan() {
-  local ll128="NCCL_WEFT_ENABLE_LL128=1+NCCL_PROTO=LL128+NCCL_ALGO=ring"
+  local ll128="NCCL_PROTO=LL128+NCCL_ALGO=ring"
   VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 ll128:$B:$ll128 ll:$B:NCCL_PROTO=LL+NCCL_ALGO=ring simple:$B:NCCL_PROTO=Simple+NCCL_ALGO=ring \
-    simple32:$B:NCCL_PROTO=Simple+NCCL_ALGO=ring+NCCL_MIN_NCHANNELS=32 ll128tuned:$B:NCCL_WEFT_ENABLE_LL128=1" \
+    simple32:$B:NCCL_PROTO=Simple+NCCL_ALGO=ring+NCCL_MIN_NCHANNELS=32 ll128tuned:$B:NCCL_WEFT_TUNING=default.ll128=1" \
     perfv midscan all_reduce,all_gather,reduce_scatter 256K 64M 2 40
-  echo "== tuner picks (weft, all_reduce -g $NG), default and with LL128 allowed"
-  for e in "X=1" "NCCL_WEFT_ENABLE_LL128=1"; do
+  echo "== tuner picks (weft, all_reduce -g $NG), default and with LL128 picked by default (default.ll128=1)"
+  for e in "X=1" "NCCL_WEFT_TUNING=default.ll128=1"; do
     env $e NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 256K -e 64M -f 2 -c 0 -n 1 -w 0 -g $NG 2>&1 |
       grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -10
   done

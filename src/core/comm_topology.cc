@@ -89,6 +89,8 @@ void rankOrderRings(ncclComm* comm, int nChannels) {
   comm->rings.assign(nChannels, order);
   comm->trees.assign(nChannels, rankOrderChain(comm->nRanks));
   comm->tuning = graph::fallbackTuningInput(comm->nRanks, nChannels);
+  // Ranks sharing one GPU (tests only) end here: the topology merge refuses them.
+  comm->tuning.oneGpu = comm->nRanks > 1 && allOnOneGpu(comm->peers);
 }
 
 }  // namespace

@@ -76,4 +76,12 @@ bool allOnOneHost(const std::vector<PeerInfo>& peers) {
   return true;
 }
 
+bool allOnOneGpu(const std::vector<PeerInfo>& peers) {
+  if (!allOnOneHost(peers)) return false;
+  for (const PeerInfo& p : peers) {
+    if (strncmp(p.busId, peers[0].busId, sizeof(p.busId)) != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace weft::core

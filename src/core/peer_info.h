@@ -34,4 +34,7 @@ std::string localHostName();
 // True when every rank is on the same host (the single-node data path needs it).
 bool allOnOneHost(const std::vector<PeerInfo>& peers);
 
+// True when every rank uses the same GPU of one host (only with the test-only GPU sharing).
+bool allOnOneGpu(const std::vector<PeerInfo>& peers);
+
 }  // namespace weft::core

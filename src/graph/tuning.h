@@ -59,6 +59,9 @@ struct TuningInput {
   double interBwPerChannel = 0;     // GB/s one channel moves across the network (nNodes > 1)
   int maxChannels = 1;
   int minSm = 90;                   // lowest compute capability in the communicator, x10
+  // Every rank on the same GPU (tests only: NCCL_WEFT_ALLOW_GPU_SHARING): a hop stays in that
+  // GPU's memory, where 128-byte stores land whole, so LL128 may run whatever intraLink says.
+  bool oneGpu = false;
   // Pairs the build implements, per function (pairBit); the model adds what the topology allows.
   uint32_t supported[kNumCollFuncs] = {kAllPairs, kAllPairs, kAllPairs, kAllPairs, kAllPairs};
   AlgoProtoMasks env;               // NCCL_ALGO / NCCL_PROTO
@@ -88,8 +91,10 @@ struct TuningTable {
   bool allowed[dev::kNumAlgos][dev::kNumProtos] = {};
 };
 
-// LL128 needs 128-byte stores that arrive whole: NVLink inside the node, sm_70 or newer, and for
-// several nodes sm_90 or newer (NCCL's rule for paths through the network).
+// LL128 needs 128-byte stores that arrive whole: NVLink inside the node (or one shared GPU),
+// sm_70 or newer, and for several nodes sm_90 or newer (NCCL's rule for paths through the network).
+// Where it is usable the tuner still picks it only if TuningConstants::protoByDefault allows it or
+// NCCL_PROTO names it (AlgoProtoMasks::protoNamed).
 bool ll128Usable(const TuningInput& in);
 
 // True when the model has a formula for the pair for this function and topology (Ring: all

@@ -19,6 +19,9 @@
 //   channelshare.<func>        fraction of the channels a Ring/Tree call of that collective uses at most
 //   threshold.<algo>.<proto>   bytes per thread a channel needs before another channel is added
 //   maxthreads.<proto>         threads per channel at full size
+//   default.<proto>            1: the tuner may pick the protocol on its own; 0: only when NCCL_PROTO
+//                              names it for that collective (NCCL's rule for LL128, weft's until its
+//                              LL128 kernel is measured on NVLink)
 #pragma once
 
 #include <string>
@@ -51,6 +54,8 @@ struct TuningConstants {
   double funcChannelShare[kNumCollFuncs];
   int threadThreshold[dev::kNumAlgos][dev::kNumProtos];  // Ring/LL: multiplied by nRanks
   int maxThreads[dev::kNumProtos];
+  // 1 where the tuner may choose the protocol without NCCL_PROTO naming it, 0 where it may not.
+  double protoByDefault[dev::kNumProtos];
 
   // The defaults fitted to NCCL's measurements (tests/unit/data/tuning-fit.md).
   static TuningConstants defaults();

@@ -63,11 +63,7 @@ void testQueries(std::vector<RankCtx*>& L) {
     stacks += " rank " + std::to_string(x->rank) + ": " +
               (e == cudaSuccess ? std::to_string(limit) + " B" : std::string(cudaGetErrorString(e))) + ";";
   }
-  // weft's LL128 kernel (off unless NCCL_WEFT_ENABLE_LL128=1, and then loaded) needs 1152 B.
-  const char* ll128 = std::getenv("NCCL_WEFT_ENABLE_LL128");
-  const bool ll128On = ll128 != nullptr && std::string(ll128) != "0";
-  addExtraAll(L, "per-thread stack limit after creation within CUDA's default of 1024 B", stackOk || ll128On ? 1 : 0,
-              stacks.substr(1) + (ll128On && !stackOk ? " (NCCL_WEFT_ENABLE_LL128 set: LL128's kernel needs more)" : ""));
+  addExtraAll(L, "per-thread stack limit after creation within CUDA's default of 1024 B", stackOk ? 1 : 0, stacks.substr(1));
 }
 
 // 40 different collectives on distinct buffers, queued without any synchronisation, checked at the

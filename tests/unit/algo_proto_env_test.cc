@@ -171,6 +171,22 @@ TEST(AlgoProtoEnv, BadSettingIsWarnedAndIgnoredTheOtherStillApplies) {
   EXPECT_TRUE(unset.allows(kAr, dev::kAlgoTree, dev::kProtoLL128));
 }
 
+// A function whose protocols NCCL_PROTO set has them "named": the tuner may then use one it would
+// not pick on its own (LL128 in weft for now), as NCCL treats an explicit LL128.
+TEST(AlgoProtoEnv, ProtoNamedMarksTheFunctionsASettingCovers) {
+  AlgoProtoMasks perFunc = parseAlgoProtoSettings(nullptr, "allreduce:LL128,Simple");
+  for (int f = 0; f < kNumCollFuncs; ++f) EXPECT_EQ(perFunc.protoNamed[f], f == kAr) << f;
+  AlgoProtoMasks global = parseAlgoProtoSettings(nullptr, "^LL;broadcast:Simple");
+  for (int f = 0; f < kNumCollFuncs; ++f) EXPECT_TRUE(global.protoNamed[f]) << f;
+  EXPECT_EQ(global.proto[kBc], bit(dev::kProtoSimple));
+  AlgoProtoMasks algoOnly = parseAlgoProtoSettings("ring", nullptr);
+  AlgoProtoMasks bad = parseAlgoProtoSettings(nullptr, "LL,LL256");
+  for (int f = 0; f < kNumCollFuncs; ++f) {
+    EXPECT_FALSE(algoOnly.protoNamed[f]) << "NCCL_ALGO names no protocol";
+    EXPECT_FALSE(bad.protoNamed[f]) << "an ignored NCCL_PROTO names nothing";
+  }
+}
+
 TEST(AlgoProtoEnv, AllowsCombinesBothMasks) {
   AlgoProtoMasks m = parseAlgoProtoSettings("allreduce:tree", "allreduce:simple");
   EXPECT_TRUE(m.allows(kAr, dev::kAlgoTree, dev::kProtoSimple));

@@ -135,6 +135,9 @@ TEST(Tuning, LL128OnlyWhere128ByteStoresArriveWhole) {
   EXPECT_FALSE(ll128Usable(ampereNodes)) << "over the network only from sm_90";
   ampereNodes.minSm = 90;
   EXPECT_TRUE(ll128Usable(ampereNodes));
+  TuningInput shared = pcieBox(2);  // what ranks sharing one GPU get: the fallback view
+  shared.oneGpu = true;
+  EXPECT_TRUE(ll128Usable(shared)) << "a hop inside one GPU's memory";
 
   // PCIe never gets LL128 at any size, even where it would be estimated fastest.
   for (size_t b : sizeSweep()) EXPECT_NE(pick(pcieBox(4), kAr, b).proto, kLL128) << b;
@@ -411,7 +414,7 @@ TEST(TuningConstantsText, FormatRoundTripsAndParsesEveryKeyKind) {
                 "# comment\n base.ring.ll = 3.5\nHW.PCIE.Tree.LL128=2.25 ; bweff.tree.simple = 0.5\n"
                 "step.ring.simple = 0 # trailing comment\nprotoeff.ll = 0.45\nfuncbw.allgather = 0.9\n"
                 "funcstep.reduce = 2\nthreshold.ring.simple = 128\nmaxthreads.ll128 = 512\n"
-                "channelshare.broadcast = 0.75\nbwcap.direct.ll = 80\n\n",
+                "channelshare.broadcast = 0.75\nbwcap.direct.ll = 80\ndefault.LL128 = 0\n\n",
                 &k, &why),
             ncclSuccess)
       << why;
@@ -426,6 +429,8 @@ TEST(TuningConstantsText, FormatRoundTripsAndParsesEveryKeyKind) {
   EXPECT_EQ(k.maxThreads[kLL128], 512);
   EXPECT_EQ(k.funcChannelShare[dev::kFuncBroadcast], 0.75);
   EXPECT_EQ(k.bwCapGBs[dev::kAlgoDirect][kLL], 80.0);
+  EXPECT_EQ(k.protoByDefault[kLL128], 0.0);
+  EXPECT_EQ(k.protoByDefault[kSimple], 1.0);
 
   TuningConstants back = TuningConstants::defaults();
   ASSERT_EQ(parseTuningText(formatTuningConstants(k), &back, &why), ncclSuccess) << why;
@@ -515,13 +520,13 @@ TEST(Tuning, WeftCalibrationMovesTheCrossoversToWhatWeftsKernelsMeasured) {
   expected.baseUs[dev::kAlgoDirect][kLL] = 4.23;
   expected.bwEff[dev::kAlgoDirect][kLL] = 1.2;
   expected.bwCapGBs[dev::kAlgoDirect][kLL] = 80;
+  expected.protoByDefault[kLL128] = 0;
   EXPECT_TRUE(sameConstants(weft, expected));
   EXPECT_FALSE(sameConstants(weft, nccl));
 
   TuningInput in = h200x2();
   in.maxChannels = 32;
-  in.meshChannels = 32;
-  for (uint32_t& pairs : in.supported) pairs &= ~(pairBit(kRing, kLL128) | pairBit(kTree, kLL128));  // LL128 is off
+  in.meshChannels = 32;  // every pair the build has, LL128 included: default.ll128=0 keeps it out
   auto choose = [&](const TuningConstants& k, int func, size_t bytes) {
     TuningChoice c;
     EXPECT_EQ(selectAlgoProto(in, k, func, bytes, &c), ncclSuccess);
@@ -546,6 +551,46 @@ TEST(Tuning, WeftCalibrationMovesTheCrossoversToWhatWeftsKernelsMeasured) {
   EXPECT_EQ(choose(weft, kBc, 4 << 10), ringLL);  // the general Simple kernel took 5.3 us, Ring/LL 2.7
   EXPECT_EQ(choose(weft, dev::kFuncReduce, 8), ringLL);
   EXPECT_EQ(choose(weft, kBc, 2 << 20), ringSimple);
+}
+
+// default.ll128=0 (weft's calibration until its LL128 kernel is measured on NVLink): the tuner
+// never picks LL128 on its own, but does where NCCL_PROTO names it, as NCCL with an explicit LL128.
+TEST(Tuning, LL128OnlyWhenNamedWhileItIsNotPickedByDefault) {
+  const TuningConstants weft = TuningConstants::weftCalibrated();
+  TuningInput in = h200x2();
+  in.maxChannels = 32;
+  auto choose = [&](const TuningInput& x, int func, size_t bytes) {
+    TuningChoice c;
+    EXPECT_EQ(selectAlgoProto(x, weft, func, bytes, &c), ncclSuccess) << bytes;
+    return c;
+  };
+  bool ncclPicksIt = false;
+  for (size_t b : sizeSweep()) {
+    for (int f : {kAr, kAg, (int)dev::kFuncReduceScatter, kBc, (int)dev::kFuncReduce}) EXPECT_NE(choose(in, f, b).proto, kLL128) << b;
+    ncclPicksIt = ncclPicksIt || pick(in, kAr, b).proto == kLL128;
+  }
+  EXPECT_TRUE(ncclPicksIt) << "the NCCL-fitted constants (default.ll128=1) do pick it somewhere";
+
+  TuningInput only = in;
+  only.env = parseAlgoProtoSettings(nullptr, "allreduce:LL128");
+  EXPECT_EQ(choose(only, kAr, 8).proto, kLL128);
+  EXPECT_EQ(choose(only, kAr, 1 << 30).proto, kLL128);
+  EXPECT_NE(choose(only, kAg, 1 << 20).proto, kLL128) << "AllGather's protocols were not set";
+
+  TuningTable t;
+  TuningInput inverted = in;
+  inverted.env = parseAlgoProtoSettings(nullptr, "^LL");  // NCCL: every protocol but LL, explicitly
+  estimateTable(inverted, weft, kAr, 4 << 20, &t);
+  EXPECT_TRUE(t.allowed[kRing][kLL128]);
+  estimateTable(in, weft, kAr, 4 << 20, &t);
+  EXPECT_TRUE(t.estimates[kRing][kLL128].valid());
+  EXPECT_FALSE(t.allowed[kRing][kLL128]);
+  EXPECT_NE(formatTuningSummary(in, weft).find("LL128 only where NCCL_PROTO names it"), std::string::npos);
+
+  TuningInput pcie = pcieBox(2);
+  pcie.env = only.env;
+  TuningChoice c;
+  EXPECT_EQ(selectAlgoProto(pcie, weft, kAr, 8, &c), ncclInvalidUsage) << "named, but stores may tear on PCIe";
 }
 
 // bwcap.<algo>.<proto>: channels add bandwidth until together they reach the cap.
