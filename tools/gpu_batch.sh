@@ -43,9 +43,11 @@ sw() {  # label "VAR=value ..." coll_sweep-args...
 }
 
 stage_correct() {
-  if [ -x $B/tests/gpu/weft_kernel_harness ]; then
-    timeout 60 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll --quick > $L/harness.log 2>&1; echo "harness LL rc=$?"
-    timeout 60 $B/tests/gpu/weft_kernel_harness --mode correctness --proto ll128 --quick > $L/harness128.log 2>&1
+  local h=$B/tests/gpu/weft_kernel_harness
+  [ -x $h ] || h=$B-harness/tests/gpu/weft_kernel_harness  # prebuilt.sh keeps it apart
+  if [ -x $h ]; then
+    timeout 60 $h --mode correctness --proto ll --quick > $L/harness.log 2>&1; echo "harness LL rc=$?"
+    timeout 60 $h --mode correctness --proto ll128 --quick > $L/harness128.log 2>&1
     echo "harness LL128 rc=$? failures: $(grep -c FAIL $L/harness128.log)"; grep -m3 FAIL $L/harness128.log
   else
     echo "no kernel harness in $B (not among the prebuilt binaries)"
