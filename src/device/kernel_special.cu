@@ -17,6 +17,7 @@ __global__ void __launch_bounds__(kLLThreads, 1) weftKernelSpecial(const WEFT_GR
 
 const void* specialKernelFunction(int kind) {
   if (specialKernelProto(kind) == kProtoSimple) return specialSimpleKernelEntry(kind);
+  if (specialKernelProto(kind) == kProtoLL128) return specialLL128KernelEntry(kind);
   if (kind >= kSpecialLLFunctorFirst) {
     const void* fn = llFunctorKernelEntryPart0(kind);
     return fn != nullptr ? fn : llFunctorKernelEntryPart1(kind);

@@ -31,6 +31,13 @@ enum SpecialKernel : int {
   kSpecialRingSumBf16,    // ... of bfloat16
   kSpecialRingCopy,       // Ring Broadcast or AllGather (any type: moved as bytes)
   kSpecialSendRecv,       // SendRecv (any type)
+  // LL128 (built where the arch has LL128). Its general kernel runs every functor out of line, so
+  // that its stack fits CUDA's default (1216 B with these inlined there: session 16); these
+  // kernels inline one each: Ring only (Tree/LL128 is forced only, on one node).
+  kSpecialLL128SumF32,    // Ring AllReduce, Reduce or ReduceScatter, sum of float
+  kSpecialLL128SumF16,    // ... of half
+  kSpecialLL128SumBf16,   // ... of bfloat16
+  kSpecialLL128Copy,      // Ring Broadcast or AllGather (any type: moved as bytes)
   kNumSpecialKernels,
   // LL reductions (AllReduce on Ring or Direct; Reduce, ReduceScatter on Ring) with one of the
   // functors the general LL kernel runs out of line (every one but the sums of float, half and
@@ -44,7 +51,9 @@ enum SpecialKernel : int {
 
 // The protocol whose launch shape the kernel of `kind` has.
 WEFT_HD constexpr Proto specialKernelProto(int kind) {
-  return kind >= kSpecialRingSumF32 && kind < kNumSpecialKernels ? kProtoSimple : kProtoLL;
+  if (kind >= kSpecialRingSumF32 && kind <= kSpecialSendRecv) return kProtoSimple;
+  if (kind >= kSpecialLL128SumF32 && kind <= kSpecialLL128Copy) return kProtoLL128;
+  return kProtoLL;
 }
 
 // Whether (op, type) is one of the functors the general LL kernel inlines (dispatch's kHotFn on
@@ -126,6 +135,13 @@ WEFT_HD SpecialKernel specialKernelOf(const DevWork& w) {
     }
     const bool reduction = w.func == kFuncAllReduce || w.func == kFuncReduce || w.func == kFuncReduceScatter;
     return reduction && w.algo != kAlgoTree ? (SpecialKernel)llFunctorKind(w.redOp, w.dataType) : kSpecialNone;
+  }
+  if (w.proto == kProtoLL128) {
+    if (w.algo != kAlgoRing) return kSpecialNone;
+    if (w.func == kFuncBroadcast || w.func == kFuncAllGather) return kSpecialLL128Copy;
+    const bool reduction = w.func == kFuncAllReduce || w.func == kFuncReduce || w.func == kFuncReduceScatter;
+    if (!reduction || !sum) return kSpecialNone;
+    return detail::sumKernelOf(w.dataType, kSpecialLL128SumF32, kSpecialLL128SumF16, kSpecialLL128SumBf16);
   }
   if (w.proto != kProtoSimple) return kSpecialNone;
   if (w.func == kFuncSendRecv) return kSpecialSendRecv;

@@ -9,9 +9,6 @@
 #define WEFT_ARCH_HOST_EMULATION 1
 #include "emu_dispatch.h"
 
-#include "device/coll/run_special.cuh"
-#include "enqueue/planner.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -241,17 +238,9 @@ template <int Kind>
 void runSpecial(MeshComm& comm, std::vector<Coll>& colls, std::mt19937& rng, const std::string& what) {
   Works works(comm.nRanks(), std::vector<std::vector<DevWork>>(comm.nChannels()));
   for (auto& k : colls) addColl(comm, k, works, rng);
-  for (auto& perRank : works) {
-    enqueue::PlannedLaunch launch;
-    launch.proto = kProtoLL;
-    for (auto& list : perRank) {
-      for (DevWork& w : list) w.proto = kProtoLL;
-      launch.works.push_back(list);
-    }
-    ASSERT_EQ(enqueue::specialKernelOfLaunch(launch), Kind) << what;
-  }
-  auto runner = [](const DevWork* w, const WorkEnvT<FlagShared>& env) { runSpecialWork<Kind>(w, env); };
-  ASSERT_TRUE((comm.EmuRingComm::launch<kLLThreads, FlagShared>(works, 120, runner))) << "deadlock: " << what;
+  bool picked = false;
+  ASSERT_TRUE((comm.launchSpecial<Kind, LLProto>(works, 120, &picked))) << "deadlock: " << what;
+  ASSERT_TRUE(picked) << "the host would not pick this kernel: " << what;
   for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << what;
   ASSERT_EQ(comm.checkLinks(), "") << what;
 }

@@ -4,8 +4,10 @@
 // Include it after defining WEFT_ARCH_HOST_EMULATION.
 #pragma once
 
+#include "device/coll/run_special.cuh"
 #include "device/kernel_dispatch.cuh"
 #include "emu_launch.h"
+#include "enqueue/planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +39,25 @@ class DispatchComm : public EmuRingComm {
         for (DevWork& w : list) w.proto = (uint8_t)P::kId;
     return EmuRingComm::launch<threadsOf<P>(), typename P::Shared>(
         works, seconds, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) { dispatch::runWork<P>(w, env); });
+  }
+
+  // Runs the items as one launch of the specialized kernel Kind (special_kernels.h) of protocol P,
+  // after checking that the host would pick that kernel for every rank's launch
+  // (specialKernelOfLaunch). *picked says whether it would; false if the launch did not finish.
+  template <int Kind, typename P>
+  bool launchSpecial(Works works, double seconds, bool* picked) {
+    *picked = true;
+    for (auto& perRank : works) {
+      enqueue::PlannedLaunch launch;
+      launch.proto = P::kId;
+      for (auto& list : perRank) {
+        for (DevWork& w : list) w.proto = (uint8_t)P::kId;
+        launch.works.push_back(list);
+      }
+      if (enqueue::specialKernelOfLaunch(launch) != Kind) *picked = false;
+    }
+    return EmuRingComm::launch<threadsOf<P>(), typename P::Shared>(
+        works, seconds, [](const DevWork* w, const WorkEnvT<typename P::Shared>& env) { runSpecialWork<Kind>(w, env); });
   }
 };
 

@@ -187,6 +187,48 @@ void launchAndCheck(EmuComm& comm, std::vector<Coll>& colls, std::mt19937& rng, 
   ASSERT_EQ(comm.checkLinks(false), "");
 }
 
+// The specialized LL128 kernels' runners (kernel_special_ll128.cu) on launches of their own kind,
+// picked the way the host picks them (specialKernelOfLaunch): results, links, and steps that the
+// general LL128 kernel continues from.
+template <int Kind>
+void runLL128Special(EmuComm& comm, std::vector<Coll>& colls, std::mt19937& rng, const std::string& what) {
+  Works works(comm.nRanks(), std::vector<std::vector<DevWork>>(comm.nChannels()));
+  for (auto& k : colls) addColl(comm, k, works, rng);
+  bool picked = false;
+  ASSERT_TRUE((comm.launchSpecial<Kind, LL128Proto>(works, 120, &picked))) << "deadlock: " << what;
+  ASSERT_TRUE(picked) << "the host would not pick this kernel: " << what;
+  for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << what;
+  ASSERT_EQ(comm.checkLinks(false), "") << what;
+}
+
+TEST(FlagProtoEmu, LL128SpecializedKernelsMatchTheGeneralOne) {
+  std::mt19937 rng(29);
+  for (int n : {2, 3}) {
+    EmuComm comm(n, 2);
+    const std::string ranks = std::to_string(n) + " ranks";
+    std::vector<Coll> f32;
+    f32.push_back(coll(kFuncAllReduce, kFloat32, kRedSum, 2999, 0, false, 4));  // several steps per channel
+    f32.push_back(coll(kFuncReduceScatter, kFloat32, kRedSum, 301, 0, true));
+    f32.push_back(coll(kFuncReduce, kFloat32, kRedSum, 77, n - 1));
+    runLL128Special<kSpecialLL128SumF32>(comm, f32, rng, "float sums, " + ranks);
+    std::vector<Coll> f16;
+    f16.push_back(coll(kFuncAllReduce, kFloat16, kRedSum, 333, 0, true, 2));
+    f16.push_back(coll(kFuncReduceScatter, kFloat16, kRedSum, 5));
+    runLL128Special<kSpecialLL128SumF16>(comm, f16, rng, "half sums, " + ranks);
+    std::vector<Coll> bf16;
+    bf16.push_back(coll(kFuncAllReduce, kBfloat16, kRedSum, 1001));
+    runLL128Special<kSpecialLL128SumBf16>(comm, bf16, rng, "bfloat16 sums, " + ranks);
+    std::vector<Coll> copies;
+    copies.push_back(coll(kFuncAllGather, kInt8, kRedSum, 1001, 0, false, 3));
+    copies.push_back(coll(kFuncAllGather, kFloat64, kRedMax, 129, 0, true));
+    copies.push_back(coll(kFuncBroadcast, kUint8, kRedSum, 2049, n - 1, false, 1));
+    runLL128Special<kSpecialLL128Copy>(comm, copies, rng, "copies, " + ranks);
+    std::vector<Coll> after;
+    after.push_back(coll(kFuncAllReduce, kInt32, kRedMax, 333, 0, true));
+    launchAndCheck<LL128Proto>(comm, after, rng, 120);
+  }
+}
+
 // The sizes the GPU harness failed LL128 on (session 5): 2 ranks, 2 channels, 4 KiB steps,
 // counts of 1025 and 65537 whose last call of each channel ends inside a line.
 template <typename P>

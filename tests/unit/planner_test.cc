@@ -449,9 +449,36 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   EXPECT_EQ(simpleKindOf({{treeSum}}), dev::kSpecialNone) << "Tree is not specialized";
   EXPECT_EQ(simpleKindOf({{prodF32}}), dev::kSpecialNone) << "prod is not specialized";
   EXPECT_EQ(kindOf({{ringSum}}), dev::kSpecialNone) << "a Simple item in a launch that says LL";
-  for (int k = dev::kSpecialNone + 1; k < dev::kNumSpecialKernels; ++k)
-    EXPECT_EQ(dev::specialKernelProto(k), k >= dev::kSpecialRingSumF32 ? dev::kProtoSimple : dev::kProtoLL) << k;
+  for (int k = dev::kSpecialNone + 1; k < dev::kNumSpecialKernels; ++k) {
+    const int want = k >= dev::kSpecialLL128SumF32 ? dev::kProtoLL128
+                     : k >= dev::kSpecialRingSumF32 ? dev::kProtoSimple
+                                                    : dev::kProtoLL;
+    EXPECT_EQ(dev::specialKernelProto(k), want) << k;
+  }
   EXPECT_EQ(dev::specialKernelProto(maxF32Kind), dev::kProtoLL);
+
+  // LL128: Ring sums of float/half/bf16 and Ring copies; Tree, other functors and other
+  // protocols' launches stay with the general kernels.
+  auto ll128KindOf = [&](std::vector<std::vector<dev::DevWork>> works) {
+    return kindIn(dev::kProtoLL128, std::move(works));
+  };
+  auto asLL128 = [](dev::DevWork w) {
+    w.proto = dev::kProtoLL128;
+    return w;
+  };
+  EXPECT_EQ(ll128KindOf({{asLL128(ringSum), asLL128(reduceSum)}, {asLL128(ringSum)}}), dev::kSpecialLL128SumF32);
+  EXPECT_EQ(ll128KindOf({{asLL128(rsHalf)}}), dev::kSpecialLL128SumF16);
+  EXPECT_EQ(ll128KindOf({{asLL128(arBf16)}}), dev::kSpecialLL128SumBf16);
+  EXPECT_EQ(ll128KindOf({{asLL128(bcast)}, {asLL128(agather)}}), dev::kSpecialLL128Copy);
+  EXPECT_EQ(ll128KindOf({{asLL128(treeSum)}}), dev::kSpecialNone) << "Tree/LL128 is not specialized";
+  EXPECT_EQ(ll128KindOf({{asLL128(prodF32)}}), dev::kSpecialNone) << "prod is not specialized";
+  EXPECT_EQ(ll128KindOf({{asLL128(ringSum), asLL128(bcast)}}), dev::kSpecialNone) << "sum and copy in one launch";
+  EXPECT_EQ(ll128KindOf({{ringSum}}), dev::kSpecialNone) << "a Simple item in a launch that says LL128";
+  EXPECT_EQ(simpleKindOf({{asLL128(ringSum)}}), dev::kSpecialNone) << "an LL128 item in a launch that says Simple";
+  EXPECT_EQ(kindOf({{asLL128(agather)}}), dev::kSpecialNone) << "an LL128 item in a launch that says LL";
+  for (int k = dev::kSpecialLL128SumF32; k <= dev::kSpecialLL128Copy; ++k)
+    EXPECT_EQ(dev::specialKernelFunction(k) != nullptr, dev::kernelFunction(dev::kProtoLL128) != nullptr)
+        << "kind " << k << ": a kernel wherever LL128's general kernel is built";
 }
 
 // Every (operation, type) pair the general LL kernel runs out of line has a functor kind, built into

@@ -21,6 +21,17 @@ WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<Shared>& env) {
     else if constexpr (Kind == kSpecialDirectSumBf16) runDirectAllReduce<FnSum<__nv_bfloat16>>(*w, env);
     else if constexpr (Kind == kSpecialDirectGather) runDirectAllGather(*w, env);
     else static_assert(Kind == kSpecialDirectGather, "no runner for this kind");
+  } else if constexpr (specialKernelProto(Kind) == kProtoLL128) {
+#if defined(WEFT_ARCH_HAS_LL128)
+    static_assert(std::is_same_v<Shared, FlagShared>, "an LL128 kind runs in an LL128-shaped kernel");
+    if constexpr (Kind == kSpecialLL128SumF32) runRingColl<FnSum<float>, LL128Proto>(*w, env);
+    else if constexpr (Kind == kSpecialLL128SumF16) runRingColl<FnSum<__half>, LL128Proto>(*w, env);
+    else if constexpr (Kind == kSpecialLL128SumBf16) runRingColl<FnSum<__nv_bfloat16>, LL128Proto>(*w, env);
+    else if constexpr (Kind == kSpecialLL128Copy) runRingColl<FnCopy, LL128Proto>(*w, env);
+    else static_assert(Kind == kSpecialLL128Copy, "no runner for this kind");
+#else
+    static_assert(Kind < 0, "LL128 kinds are built only where the arch has LL128");
+#endif
   } else {
     static_assert(std::is_same_v<Shared, SimpleShared>, "a Simple kind runs in a Simple-shaped kernel");
     using P = SimpleProtoT<specialKernelOutlinesCopies(Kind)>;

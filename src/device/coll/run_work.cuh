@@ -57,9 +57,9 @@ template <int Id, template <typename> class PrimsT, int NWarps>
 struct FlagProto {
   static_assert(Id == kProtoLL || Id == kProtoLL128, "a flag protocol");
   static constexpr int kId = Id;
-  // LL inlines the hot functors for latency (kHotFn). LL128 serves mid sizes, where a call is
-  // cheap next to its data: out of line, its kernel fits CUDA's default stack (cuobjdump: 336 B;
-  // with the hot functors inlined 1216 B, though 1.6 us faster per small call: session 16).
+  // LL inlines the hot functors for latency (kHotFn). LL128's general kernel runs every item out
+  // of line, so that it fits CUDA's default stack (cuobjdump: 424 B; with the hot functors inlined
+  // 1216 B); the hot ones have kernels of their own instead (special_kernels.h: kSpecialLL128*).
   static constexpr bool kInlineHotWork = Id == kProtoLL;
   static constexpr uint64_t kNoConnStepBytes = Id == kProtoLL ? kLLMinStepBytes : kLL128MinStepBytes;
   using Shared = FlagShared;

@@ -104,9 +104,11 @@ class LLPrims : public FlagLink, public FlagPrimsApi<LLPrims<Fn>> {
     for (int64_t p = tid_; p * 16 < nBytes && !skip; p += nThreads_) {
       const int valid = nBytes - p * 16 < 16 ? (int)(nBytes - p * 16) : 16;
       const bool two = valid > (int)kLLLineDataBytes;
+      // The user's bytes before the peer's: the load is in flight while the thread waits for its
+      // line, not one more round trip after it (see LL128Prims::run).
       Pack16 r{}, own{};
-      if (ops & kFlagRecv) r = detail::llReadPack(rslot + p * 2 * kLLLineBytes, recvFlag, two, sh_, abortFlag_, &aborted_);
       if (ops & kFlagSrcIn) own = detail::loadUser(in + p * 16, valid);
+      if (ops & kFlagRecv) r = detail::llReadPack(rslot + p * 2 * kLLLineBytes, recvFlag, two, sh_, abortFlag_, &aborted_);
       const Pack16 v = flagCombine(fn_, ops, r, own);
       if (ops & kFlagDstOut) detail::storeUser(out + p * 16, v, valid);
       if (ops & kFlagSend) detail::llWritePack(sslot + p * 2 * kLLLineBytes, v, sendFlag, two);

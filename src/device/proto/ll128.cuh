@@ -49,10 +49,10 @@ class LL128Prims : public FlagLink, public FlagPrimsApi<LL128Prims<Fn>> {
  private:
   WEFT_DEV static uint64_t flagOf(const Pack16& v) { return ((uint64_t)v.w[3] << kFlagHighShift) | v.w[2]; }
 
-  // Inlined into each functor's out-of-line body (kernel_dispatch.cuh; LL128 runs no functor
-  // inlined in the kernel): a non-inlined member keeps the Prims object in local memory. 8-byte
-  // Ring/LL128 all_gather, two ranks on one H200 in a CUDA graph: 10.3 us out of line, 6.1 inlined
-  // (LL: 2.9); 64 MiB all_reduce 370 -> 303 us (session 16).
+  // Inlined into each functor's out-of-line body in the general kernel (kernel_dispatch.cuh) and
+  // into the specialized kernels: a non-inlined member keeps the Prims object in local memory.
+  // 8-byte Ring/LL128 all_gather, two ranks on one H200 in a CUDA graph: 10.3 us out of line, 6.1
+  // inlined (session 16), 3.8 in its specialized kernel (session 17; LL: 3.0).
   WEFT_DEV void run(int ops, int64_t inOff, int64_t outOff, int64_t n) {
     if (n <= 0) return;  // both ends skip empty calls: no step is used
     const int64_t nBytes = n * (int64_t)sizeof(T);
@@ -90,6 +90,18 @@ WEFT_UNROLL
         const int cap = isFlag[s] ? 8 : 16;
         valid[s] = !active[s] || left <= 0 ? 0 : (left < cap ? (int)left : cap);
       }
+      // The user's bytes first: these loads do not depend on the peer, so they are in flight
+      // while the warp waits for its lines (NCCL also loads its sources before the receive).
+      // After the wait they cost a third dependent round trip per segment (spin, reload, user):
+      // the warp holds only 16 lines at a time, so bandwidth is bound by those trips. Two ranks on
+      // one H200, CUDA graph, general kernel: 64 MiB all_gather 213 -> 168 us, reduce_scatter
+      // 211 -> 159 (session 17).
+      Pack16 own[kLL128PartsPerLane];
+WEFT_UNROLL
+      for (int s = 0; s < kLL128PartsPerLane; s++) {
+        own[s] = Pack16{};
+        if ((ops & kFlagSrcIn) && valid[s] > 0) own[s] = detail::loadUser(in + dataOff[s], valid[s]);
+      }
       if (ops & kFlagRecv) {
         int spins = 0;
         // The 8 lanes of a line must load it in ONE warp instruction: a lane that ran ahead (out
@@ -124,9 +136,7 @@ WEFT_UNROLL
       }
 WEFT_UNROLL
       for (int s = 0; s < kLL128PartsPerLane; s++) {
-        Pack16 own{};
-        if ((ops & kFlagSrcIn) && valid[s] > 0) own = detail::loadUser(in + dataOff[s], valid[s]);
-        v[s] = flagCombine(fn_, ops, v[s], own);
+        v[s] = flagCombine(fn_, ops, v[s], own[s]);
         if ((ops & kFlagDstOut) && valid[s] > 0) detail::storeUser(out + dataOff[s], v[s], valid[s]);
       }
       if (ops & kFlagSend) {
