@@ -1,5 +1,5 @@
 // Kernels specialized for one kind of work item (kernel_special.cu for LL, kernel_special_simple.cu
-// for Simple). The general kernels run every item through a dispatch over every function,
+// for Simple, kernel_special_ll128.cu for LL128). The general kernels run every item through a dispatch over every function,
 // algorithm, reduction and type, all in one function: ptxas gives the Simple kernel's runner a
 // 1440-byte frame and 22,784 bytes of spill stores, and the LL kernel's runner 1808 bytes of stack
 // per thread (cuobjdump, linked), which every launch touches cold and the Simple copy loops pay

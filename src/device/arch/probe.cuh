@@ -22,7 +22,15 @@ enum ProbePoint : int {
   kProbeReceived,       // the thread's packs from the peer(s) arrived and were used
   kProbeStepDone,       // the step's slots freed for the peer(s) (head published)
   kProbeItemsDone,      // every item run
-  kProbePoints = 16,
+  // Simple (thread 0 is a data thread there; the sync warp's lane 0 notes its own points):
+  kProbeSyncLinksReady,  // the sync warp's connection state loaded
+  kProbeSliceReady0,     // the sync warp released slice 0 to the data warps (its waits done)
+  kProbeSliceReady1,     // ... slice 1
+  kProbeDataReleased0,   // thread 0 past the barrier of slice 0
+  kProbeDataReleased1,   // ... slice 1
+  kProbePublished0,      // the sync warp posted slice 0 (fence and counter store issued)
+  kProbePublished1,      // ... slice 1
+  kProbePoints = 24,
 };
 
 #if defined(WEFT_DEVICE_PROBE) && defined(__CUDACC__)
@@ -32,6 +40,11 @@ extern __device__ unsigned long long weftProbeHits[kProbePoints];
 WEFT_DEV unsigned long long* probeClocks() {
   __shared__ unsigned long long clocks[kProbePoints];
   return clocks;
+}
+
+// A point noted by another thread than thread 0: `chosen` says the caller is that thread.
+WEFT_DEV void probeBy(ProbePoint point, bool chosen) {
+  if (chosen && blockIdx.x == 0) probeClocks()[point] = (unsigned long long)clock64();
 }
 
 WEFT_DEV void probe(ProbePoint point) {
@@ -50,6 +63,7 @@ WEFT_DEV void probe(ProbePoint point) {
 }
 #else
 WEFT_DEV void probe(ProbePoint) {}
+WEFT_DEV void probeBy(ProbePoint, bool) {}
 #endif
 
 }  // namespace weft::dev

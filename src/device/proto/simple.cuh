@@ -19,6 +19,7 @@
 #pragma once
 
 #include "device/abi.h"
+#include "device/arch/probe.cuh"
 #include "device/reduce/reduce_copy.cuh"
 #include "device/reg_array.h"
 #include "device/work_math.h"
@@ -104,6 +105,11 @@ class SimpleLink {
       sendStep_ = arch::ldN<8>(&sendConn->step);
       sendTail_ = sendConn->tail;
       sendHead_ = sendConn->head;
+      // The slots an earlier kernel knew to be free (ConnInfo::sendFree, as FlagLink reads it),
+      // taken as a head value seen: the first slices read head only where those do not cover
+      // them. That kernel's acquire of head comes before this one (launch order).
+      const uint64_t known = sendStep_ + arch::ldN<4>(&sendConn->sendFree);
+      headSeen_ = known >= kSteps ? known - kSteps : 0;
     }
     uint64_t b = ~0ull;
     if (recvConn) b = (uint64_t)recvConn->stepBytes[kProtoSimple];
@@ -112,6 +118,8 @@ class SimpleLink {
     if (isSync_) {
       for (int d = 0; d < kSimpleReadyDepth; d++) doneBase_.set(d, arch::ldVolatileShared(&sh_->done[group_][d]));
     }
+    probeBy(kProbeSyncLinksReady, isSync_ && arch::laneId() == 0);
+    probe(kProbeLinksReady);
   }
 
   WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
@@ -127,6 +135,7 @@ class SimpleLink {
   // Data warps: wait for the release of the next slice; false once the communicator aborted.
   WEFT_DEV bool dataBegin() {
     arch::barSync(barrierBase_ + (int)(slice_ % kSimpleReadyDepth), nBarThreads_);
+    if (slice_ < 2) probe(slice_ == 0 ? kProbeDataReleased0 : kProbeDataReleased1);
     return arch::ldVolatileShared(&sh_->aborted) == 0;
   }
   WEFT_DEV const char* recvSlot() const { return recvBuff_ + (recvStep_ % kSteps) * stepBytes_; }
@@ -146,7 +155,7 @@ class SimpleLink {
       if (recvConn_) arch::stN<8>(&recvConn_->step, recvStep_);
       if (sendConn_) {
         arch::stN<8>(&sendConn_->step, sendStep_);
-        // headSeen_ is a value head had (0 until read, which head also had at first)
+        // head >= headSeen_ (read here, or taken from an earlier kernel's sendFree)
         arch::stN<4>(&sendConn_->sendFree, sendFreeToSave(headSeen_ + kSteps, sendStep_));
       }
     }
@@ -194,6 +203,7 @@ class SimpleLink {
         }
       }
     }
+    if (slice_ < 2) probeBy(slice_ == 0 ? kProbeSliceReady0 : kProbeSliceReady1, true);
     int d = (int)(slice_ % kSimpleReadyDepth);
     pendTail_.set(d, send ? sendStep_ + 1 : 0);
     pendHead_.set(d, recv ? recvStep_ + 1 : 0);
@@ -231,6 +241,7 @@ class SimpleLink {
     if (tail) arch::fenceAcqRelSys();
     if (tail) arch::stRelaxedSys(sendTail_, tail);
     if (head) arch::stRelaxedSys(recvHead_, head);
+    if (posted_ <= 2) probeBy(posted_ == 1 ? kProbePublished0 : kProbePublished1, true);
   }
 
   SimpleShared* sh_;
@@ -346,6 +357,7 @@ class SimplePrims : public SimpleLink {
         void* d0 = Send ? static_cast<void*>(sendSlot()) : static_cast<void*>(out);
         void* d1 = Send && DstOut ? static_cast<void*>(out) : nullptr;
         move<kSrcs, kDsts, SrcIn && Fn::kPreOp, Post && Fn::kPostOp>(s0, s1, d0, d1, len);
+        probe(Recv ? kProbeReceived : kProbeWritten);
       }
       dataEnd(Recv, Send);
     }
