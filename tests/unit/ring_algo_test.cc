@@ -243,5 +243,64 @@ TEST(RingAlgo, OversizedChunkIsClampedNotDeadlocked) {
   EXPECT_EQ(runCollective(c, rng), "");
 }
 
+// Records the primitive calls an algorithm makes, in order.
+struct RecordingPrims {
+  std::vector<std::string> calls;
+  void add(const char* what, int64_t a, int64_t b, int64_t n) {
+    calls.push_back(std::string(what) + "(" + std::to_string(a) + "," + std::to_string(b) + "," +
+                    std::to_string(n) + ")");
+  }
+  void send(int64_t i, int64_t n) { add("send", i, 0, n); }
+  void recv(int64_t o, int64_t n) { add("recv", 0, o, n); }
+  void recvCopySend(int64_t o, int64_t n) { add("recvCopySend", 0, o, n); }
+  void copySend(int64_t i, int64_t o, int64_t n) { add("copySend", i, o, n); }
+  void localCopy(int64_t i, int64_t o, int64_t n) { add("localCopy", i, o, n); }
+};
+
+// ringCopyColl (one loop for both, used by the role-split Simple kernels) makes exactly the calls
+// of ringAllGather and ringBroadcast (the loops every other kernel runs), for every rank, ring
+// position, root, in-place flag and several chunkings; the mock-protocol tests above check those.
+TEST(RingAlgo, OneLoopCopyCollectiveMatchesPerCollectiveLoops) {
+  std::mt19937 rng(11);
+  int compared = 0;
+  for (int n = 1; n <= 6; n++) {
+    std::vector<int32_t> ring(n);
+    std::iota(ring.begin(), ring.end(), 0);
+    std::shuffle(ring.begin(), ring.end(), rng);
+    for (int pos = 0; pos < n; pos++) {
+      for (int root = 0; root < n; root++) {
+        for (int inPlace = 0; inPlace < 2; inPlace++) {
+          for (uint64_t chunk : {1ull, 7ull, 64ull, 1000ull}) {
+            RingArgs a{};
+            a.rank = ring[pos];
+            a.nRanks = n;
+            a.ringPos = pos;
+            a.prev = ring[(pos + n - 1) % n];
+            a.next = ring[(pos + 1) % n];
+            a.userRanks = ring.data();
+            a.root = root;
+            a.count = 300;
+            a.chanOffset = 20;
+            a.chanCount = 130;
+            a.chunkElems = chunk;
+            a.elemSize = 1;
+            a.inPlace = inPlace != 0;
+            RecordingPrims gather, gatherOne, bcast, bcastOne;
+            ringAllGather(gather, a);
+            ringCopyColl(gatherOne, a, true);
+            ringBroadcast(bcast, a);
+            ringCopyColl(bcastOne, a, false);
+            ASSERT_EQ(gather.calls, gatherOne.calls) << "AllGather n " << n << " pos " << pos << " chunk " << chunk;
+            ASSERT_EQ(bcast.calls, bcastOne.calls) << "Broadcast n " << n << " pos " << pos << " root " << root;
+            ASSERT_FALSE(gather.calls.empty() && !a.inPlace);
+            compared++;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 4 * (1 + 4 + 9 + 16 + 25 + 36));
+}
+
 }  // namespace
 }  // namespace weft::dev

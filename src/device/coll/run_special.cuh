@@ -34,7 +34,7 @@ WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<Shared>& env) {
 #endif
   } else {
     static_assert(std::is_same_v<Shared, SimpleShared>, "a Simple kind runs in a Simple-shaped kernel");
-    using P = SimpleProtoT<specialKernelOutlinesCopies(Kind)>;
+    using P = SimpleProtoT<specialKernelOutlinesCopies(Kind), /*SplitRoles=*/true>;
     if constexpr (Kind == kSpecialRingSumF32) runRingColl<FnSum<float>, P>(*w, env);
     else if constexpr (Kind == kSpecialRingSumF16) runRingColl<FnSum<__half>, P>(*w, env);
     else if constexpr (Kind == kSpecialRingSumBf16) runRingColl<FnSum<__nv_bfloat16>, P>(*w, env);

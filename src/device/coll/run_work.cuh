@@ -4,6 +4,8 @@
 // LLProto, LL128Proto): its primitives, warp groups, shared state and chunk rule.
 #pragma once
 
+#include <type_traits>
+
 #include "device/algo/ring.cuh"
 #include "device/algo/sendrecv.cuh"
 #include "device/proto/ll.cuh"
@@ -22,8 +24,9 @@ struct WorkEnvT {
 };
 using WorkEnv = WorkEnvT<SimpleShared>;
 
-// OutlineCopies: see SimplePrims.
-template <bool OutlineCopies>
+// OutlineCopies: see SimplePrims. SplitRoles: the runners build one instance of the primitives
+// per role (PrimsRole), so the algorithm is compiled twice; the specialized kernels take it.
+template <bool OutlineCopies, bool SplitRoles = false>
 struct SimpleProtoT {
   static constexpr int kId = kProtoSimple;
   // The general kernel runs every item through one non-inlined body per functor, the hot ones too
@@ -34,8 +37,10 @@ struct SimpleProtoT {
   static constexpr uint64_t kNoConnStepBytes = kSimpleMinStepBytes;
   using Shared = SimpleShared;
   using Group = SimpleGroup;
-  template <typename Fn>
-  using Prims = SimplePrims<Fn, OutlineCopies>;
+  template <typename Fn, int Role = kRoleAny>
+  using Prims = SimplePrims<Fn, OutlineCopies, Role>;
+  static constexpr bool kSplitRoles = SplitRoles;
+  static WEFT_DEV bool isSyncThread(const Group& g) { return isSyncWarp(g); }
   static WEFT_DEV Group fullGroup() { return simpleFullGroup(); }
   // sendWarps: DevComm::p2pSendWarps (0: an even split).
   static WEFT_DEV Group sendGroup(int sendWarps) { return simpleSendGroup(sendWarps); }
@@ -64,8 +69,11 @@ struct FlagProto {
   static constexpr uint64_t kNoConnStepBytes = Id == kProtoLL ? kLLMinStepBytes : kLL128MinStepBytes;
   using Shared = FlagShared;
   using Group = FlagGroup;
-  template <typename Fn>
+  // Every thread of a group runs the same code: one role.
+  template <typename Fn, int Role = kRoleAny>
   using Prims = PrimsT<Fn>;
+  static constexpr bool kSplitRoles = false;
+  static WEFT_DEV bool isSyncThread(const Group&) { return false; }
   static WEFT_DEV Group fullGroup() { return flagFullGroup(NWarps); }
   static WEFT_DEV Group sendGroup(int) { return flagSendGroup(NWarps); }
   static WEFT_DEV Group recvGroup(int) { return flagRecvGroup(NWarps); }
@@ -120,6 +128,37 @@ WEFT_DEV RingArgs makeRingArgs(const DevWork& w, const WorkEnvT<Shared>& env, in
   return a;
 }
 
+// Calls body(role) with role = std::integral_constant<int, PrimsRole>: once with this thread's
+// role where P splits them, else once with kRoleAny.
+template <typename P, typename Body>
+WEFT_DEV void withRole(const typename P::Group& g, Body&& body) {
+  if constexpr (P::kSplitRoles) {
+    if (P::isSyncThread(g)) body(std::integral_constant<int, kRoleSync>{});
+    else body(std::integral_constant<int, kRoleData>{});
+  } else {
+    body(std::integral_constant<int, kRoleAny>{});
+  }
+}
+
+template <typename Fn, typename P, int Role>
+WEFT_DEV void runRingCollAs(const DevWork& w, const WorkEnvT<typename P::Shared>& env, const RingArgs& a,
+                            ConnInfo* recvConn, ConnInfo* sendConn) {
+  using T = typename Fn::Elem;
+  typename P::template Prims<Fn, Role> p(P::fullGroup(), env.sh, env.view->abortFlag, recvConn, sendConn,
+                                         static_cast<const T*>(w.sendBuff), static_cast<T*>(w.recvBuff), a.chunkElems,
+                                         Fn::fromWork(w));
+  if constexpr (Fn::kIsCopy) {
+    if constexpr (P::kSplitRoles) ringCopyColl(p, a, w.func == kFuncAllGather);
+    else if (w.func == kFuncAllGather) ringAllGather(p, a);
+    else ringBroadcast(p, a);
+  } else {
+    if (w.func == kFuncAllReduce) ringAllReduce(p, a);
+    else if (w.func == kFuncReduceScatter) ringReduceScatter(p, a);
+    else ringReduce(p, a);
+  }
+  p.finish();
+}
+
 // A ring collective with functor Fn (FnCopy for Broadcast/AllGather, on bytes).
 template <typename Fn, typename P = SimpleProto>
 WEFT_DEV void runRingColl(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
@@ -130,24 +169,13 @@ WEFT_DEV void runRingColl(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   ConnInfo* recvConn = ringUsesRecv(w.func, a) ? &ch.peers[a.prev].recv : nullptr;
   ConnInfo* sendConn = ringUsesSend(w.func, a) ? &ch.peers[a.next].send : nullptr;
   a.chunkElems = P::chunkElems(w.chunkElems * scale, connStepBytes<P>(recvConn, sendConn), sizeof(T));
-  typename P::template Prims<Fn> p(P::fullGroup(), env.sh, env.view->abortFlag, recvConn, sendConn,
-                                   static_cast<const T*>(w.sendBuff), static_cast<T*>(w.recvBuff), a.chunkElems,
-                                   Fn::fromWork(w));
-  if constexpr (Fn::kIsCopy) {
-    if (w.func == kFuncAllGather) ringAllGather(p, a);
-    else ringBroadcast(p, a);
-  } else {
-    if (w.func == kFuncAllReduce) ringAllReduce(p, a);
-    else if (w.func == kFuncReduceScatter) ringReduceScatter(p, a);
-    else ringReduce(p, a);
-  }
-  p.finish();
+  withRole<P>(P::fullGroup(),
+              [&](auto role) { runRingCollAs<Fn, P, decltype(role)::value>(w, env, a, recvConn, sendConn); });
 }
 
 // SendRecv: the send part to sendPeer and the receive part from recvPeer, concurrently.
 template <typename P = SimpleProto>
 WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
-  using Prims = typename P::template Prims<FnCopy>;
   using Group = typename P::Group;
   const int rank = env.view->rank;
   const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
@@ -157,8 +185,9 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   if (w.sendPeer == rank || w.recvPeer == rank) {
     if (w.sendPeer != w.recvPeer) arch::trap();  // a self send must come with its self receive
     if (inGroup(P::fullGroup())) {
-      Prims p(P::fullGroup(), env.sh, env.view->abortFlag, nullptr, nullptr, reinterpret_cast<const uint8_t*>(in),
-              reinterpret_cast<uint8_t*>(out), 0, FnCopy{});
+      typename P::template Prims<FnCopy> p(P::fullGroup(), env.sh, env.view->abortFlag, nullptr, nullptr,
+                                           reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t*>(out), 0,
+                                           FnCopy{});
       p2pSelf(p, w.chanOffset * es, w.recvOffset * es, w.chanCount * es);
     }
     return;
@@ -170,18 +199,24 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   if (doSend && inGroup(sendGroup)) {
     ConnInfo* conn = &peers[w.sendPeer].send;
     uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(nullptr, conn), 1);
-    Prims p(sendGroup, env.sh, env.view->abortFlag, nullptr, conn, reinterpret_cast<const uint8_t*>(in), nullptr,
-            chunk, FnCopy{});
-    p2pSend(p, w.chanOffset * es, w.chanCount * es, chunk);
-    p.finish();
+    withRole<P>(sendGroup, [&](auto role) {
+      typename P::template Prims<FnCopy, decltype(role)::value> p(
+          sendGroup, env.sh, env.view->abortFlag, nullptr, conn, reinterpret_cast<const uint8_t*>(in), nullptr, chunk,
+          FnCopy{});
+      p2pSend(p, w.chanOffset * es, w.chanCount * es, chunk);
+      p.finish();
+    });
   }
   if (doRecv && inGroup(recvGroup)) {
     ConnInfo* conn = &peers[w.recvPeer].recv;
     uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(conn, nullptr), 1);
-    Prims p(recvGroup, env.sh, env.view->abortFlag, conn, nullptr, nullptr, reinterpret_cast<uint8_t*>(out), chunk,
-            FnCopy{});
-    p2pRecv(p, w.recvOffset * es, w.recvCount * es, chunk);
-    p.finish();
+    withRole<P>(recvGroup, [&](auto role) {
+      typename P::template Prims<FnCopy, decltype(role)::value> p(
+          recvGroup, env.sh, env.view->abortFlag, conn, nullptr, nullptr, reinterpret_cast<uint8_t*>(out), chunk,
+          FnCopy{});
+      p2pRecv(p, w.recvOffset * es, w.recvCount * es, chunk);
+      p.finish();
+    });
   }
 }
 

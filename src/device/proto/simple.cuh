@@ -44,6 +44,14 @@ constexpr int kSpinsPerAbortCheck = 1000;
 static_assert(kSimpleThreads <= arch::kMaxBlockThreads, "Simple block too large");
 static_assert(1 + kSimpleMaxGroups * kSimpleReadyDepth <= arch::kNamedBarriers, "not enough barriers");
 
+// Which role an instance of the primitives serves. kRoleAny: each thread finds out at run time
+// (data warp or sync warp), so every field stays live in both roles' code. kRoleSync/kRoleData:
+// the caller built one instance per role (SimpleProtoT's SplitRoles), so the data warps' copy
+// loops no longer carry the sync warp's counters, pending posts and pointers in their registers.
+// ptxas, specialized kernels: SendRecv 240 -> 32 bytes of stack, Ring sums 24 -> 8, Ring copies
+// 192 -> 72 (with AllGather and Broadcast in one loop: ring.cuh, ringCopyColl).
+enum PrimsRole { kRoleAny, kRoleSync, kRoleData };
+
 // Block-shared state of the protocol (static shared memory of the kernel).
 struct SimpleShared {
   uint32_t done[kSimpleMaxGroups][kSimpleReadyDepth];  // per group and depth slot, monotonic
@@ -75,6 +83,7 @@ WEFT_DEV SimpleGroup simpleRecvGroup(int sendWarps) {
 }
 // Threads of group g: its data warps and its sync warp (the count of its named barriers).
 WEFT_DEV int groupThreads(const SimpleGroup& g) { return (g.nDataWarps + 1) * arch::kWarpSize; }
+WEFT_DEV bool isSyncWarp(const SimpleGroup& g) { return arch::warpId() == g.syncWarp; }
 WEFT_DEV bool inGroup(const SimpleGroup& g) {
   int w = arch::warpId();
   return w == g.syncWarp || (w >= g.firstWarp && w < g.firstWarp + g.nDataWarps);
@@ -89,7 +98,7 @@ class SimpleLink {
   WEFT_DEV SimpleLink(const SimpleGroup& g, SimpleShared* sh, const volatile uint32_t* abortFlag,
                       ConnInfo* recvConn, ConnInfo* sendConn)
       : sh_(sh), abortFlag_(abortFlag), group_(g.index), recvConn_(recvConn), sendConn_(sendConn) {
-    isSync_ = arch::warpId() == g.syncWarp;
+    isSync_ = isSyncWarp(g);
     tid_ = arch::threadId() - g.firstWarp * arch::kWarpSize;
     nDataWarps_ = g.nDataWarps;
     barrierBase_ = 1 + g.index * kSimpleReadyDepth;
@@ -108,8 +117,10 @@ class SimpleLink {
       // The slots an earlier kernel knew to be free (ConnInfo::sendFree, as FlagLink reads it),
       // taken as a head value seen: the first slices read head only where those do not cover
       // them. That kernel's acquire of head comes before this one (launch order).
-      const uint64_t known = sendStep_ + arch::ldN<4>(&sendConn->sendFree);
-      headSeen_ = known >= kSteps ? known - kSteps : 0;
+      if (isSync_) {
+        const uint64_t known = sendStep_ + arch::ldN<4>(&sendConn->sendFree);
+        headSeen_ = known >= kSteps ? known - kSteps : 0;
+      }
     }
     uint64_t b = ~0ull;
     if (recvConn) b = (uint64_t)recvConn->stepBytes[kProtoSimple];
@@ -148,8 +159,7 @@ class SimpleLink {
   }
 
   // Sync warp: publish what is still pending and save the step counters. Call once, at the end.
-  WEFT_DEV void finish() {
-    if (!isSync_) return;
+  WEFT_DEV void finishSync() {
     if (arch::laneId() == 0) {
       while (posted_ < readied_) publishCompleted();
       if (recvConn_) arch::stN<8>(&recvConn_->step, recvStep_);
@@ -274,7 +284,7 @@ class SimpleLink {
 // registers to itself, instead of being inlined into the primitive's loop (where ptxas spilled
 // the copy loops' values); the general Simple kernel and the specialized Ring-sum kernels use it
 // (special_kernels.h).
-template <typename Fn, bool OutlineCopies = false>
+template <typename Fn, bool OutlineCopies = false, int Role = kRoleAny>
 class SimplePrims : public SimpleLink {
  public:
   using T = typename Fn::Elem;
@@ -299,8 +309,19 @@ class SimplePrims : public SimpleLink {
   WEFT_DEV void copySend(int64_t inOff, int64_t outOff, int64_t n) { run(kCopySend, inOff, outOff, n); }
   // Input to output without peers (nRanks == 1, self send/recv), pre- and post-op applied.
   WEFT_DEV void localCopy(int64_t inOff, int64_t outOff, int64_t n) { run(kLocalCopy, inOff, outOff, n); }
+  // Every thread of the group, once, at the end.
+  WEFT_DEV void finish() {
+    if (syncRole()) finishSync();
+  }
 
  private:
+  // Whether this thread is the group's sync warp, known at compile time where Role says so.
+  WEFT_DEV bool syncRole() const {
+    if constexpr (Role == kRoleSync) return true;
+    else if constexpr (Role == kRoleData) return false;
+    else return isSync_;
+  }
+
   enum Kind { kSend, kRecv, kRecvReduceSend, kRecvReduceCopy, kRecvReduceCopySend, kRecvCopySend, kCopySend, kLocalCopy };
 
   // Every primitive goes through run(), inlined: the caller's kind is a constant, so one variant
@@ -322,7 +343,7 @@ class SimplePrims : public SimpleLink {
   }
 
   WEFT_DEV void local(int64_t inOff, int64_t outOff, int64_t n) {
-    if (isSync_ || n <= 0) return;
+    if (syncRole() || n <= 0) return;
     const T* in = input_ + inOff;
     T* out = output_ + outOff;
     if (!Fn::kPreOp && !Fn::kPostOp && static_cast<const void*>(in) == static_cast<const void*>(out)) return;
@@ -344,7 +365,7 @@ class SimplePrims : public SimpleLink {
     constexpr int kSrcs = (Recv ? 1 : 0) + (SrcIn ? 1 : 0);
     constexpr int kDsts = (Send ? 1 : 0) + (DstOut ? 1 : 0);
     for (int64_t done = 0; done < n; done += sliceElems_) {
-      if (isSync_) {
+      if (syncRole()) {
         syncSlice(Recv, Send);
         continue;
       }
