@@ -72,8 +72,7 @@ struct FlagProto {
   // Every thread of a group runs the same code: one role.
   template <typename Fn, int Role = kRoleAny>
   using Prims = PrimsT<Fn>;
-  static constexpr bool kSplitRoles = false;
-  static WEFT_DEV bool isSyncThread(const Group&) { return false; }
+  static constexpr bool kSplitRoles = false;  // so withRole never asks for isSyncThread
   static WEFT_DEV Group fullGroup() { return flagFullGroup(NWarps); }
   static WEFT_DEV Group sendGroup(int) { return flagSendGroup(NWarps); }
   static WEFT_DEV Group recvGroup(int) { return flagRecvGroup(NWarps); }
