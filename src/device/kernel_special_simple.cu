@@ -1,6 +1,7 @@
 // Entries of the specialized Simple kernels (special_kernels.h): the Simple kernel's body with
 // one kind of item (Ring sums of float/half/bfloat16, Ring copies, SendRecv), every call inlined
-// but, for the sums, each slice's data movement (specialKernelOutlinesCopies).
+// but, for the sums, each slice's data movement (specialKernelOutlinesCopies); the sums' inlined
+// twins for small items inline that too.
 #include "device/coll/run_special.cuh"
 #include "device/kernel_body.cuh"
 #include "device/kernel_entries.h"
@@ -21,6 +22,10 @@ const void* specialSimpleKernelEntry(int kind) {
     case kSpecialRingSumBf16: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingSumBf16>);
     case kSpecialRingCopy: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingCopy>);
     case kSpecialSendRecv: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialSendRecv>);
+    case kSpecialRingSumInlineF32: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingSumInlineF32>);
+    case kSpecialRingSumInlineF16: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingSumInlineF16>);
+    case kSpecialRingSumInlineBf16:
+      return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingSumInlineBf16>);
     default: return nullptr;
   }
 }

@@ -31,6 +31,12 @@ enum SpecialKernel : int {
   kSpecialRingSumBf16,    // ... of bfloat16
   kSpecialRingCopy,       // Ring Broadcast or AllGather (any type: moved as bytes)
   kSpecialSendRecv,       // SendRecv (any type)
+  // The Ring sums again, for launches of small items (specialSumKernelOfLaunch): every slice's
+  // copies inlined, with pure copies kNarrowCopyUnroll wide (spill-free; see
+  // specialKernelOutlinesCopies). They run the items of their twin (specialItemKind).
+  kSpecialRingSumInlineF32,
+  kSpecialRingSumInlineF16,
+  kSpecialRingSumInlineBf16,
   // LL128 (built where the arch has LL128). Its general kernel runs every functor out of line, so
   // that its stack fits CUDA's default (1216 B with these inlined there: session 16); these
   // kernels inline one each: Ring only (Tree/LL128 is forced only, on one node).
@@ -51,7 +57,7 @@ enum SpecialKernel : int {
 
 // The protocol whose launch shape the kernel of `kind` has.
 WEFT_HD constexpr Proto specialKernelProto(int kind) {
-  if (kind >= kSpecialRingSumF32 && kind <= kSpecialSendRecv) return kProtoSimple;
+  if (kind >= kSpecialRingSumF32 && kind <= kSpecialRingSumInlineBf16) return kProtoSimple;
   if (kind >= kSpecialLL128SumF32 && kind <= kSpecialLL128Copy) return kProtoLL128;
   return kProtoLL;
 }
@@ -108,8 +114,25 @@ WEFT_HD constexpr bool llFunctorKindBuilt(int kind) {
 // 255/308/328), so they stay inlined. Small copies lose too: with the primitives split by role
 // (session 18), an outlined Ring copy took 8 B - 256 KiB all_gather from 6.9-8.4 to 8.2-9.9 us
 // (one H200, two ranks, graph): each call saves and restores ~30 registers in local memory.
+// Session 19: with the roles split, the three reductions in one loop (ring.cuh ringSumColl) and
+// kNarrowCopyUnroll for pure copies, the sums inline everything spill-free (kSpecialRingSumInline*;
+// with copies 8 packs wide: 144 bytes of stack). One H200, two ranks, graph, Simple: all_reduce
+// 16 B - 64 KiB 7.9-9.3 us against 9.4-10.8 outlined, reduce 4.3 vs 4.8, reduce_scatter 5.7-6.3
+// vs 6.5-7.3, all_reduce 4 MiB 16.4 vs 18.2; but all_reduce 64/256 MiB 164/616 against 158/594 and
+// reduce_scatter 256 MiB 383 against 374. So launches of small items take the inlined twin.
 WEFT_HD constexpr bool specialKernelOutlinesCopies(int kind) {
   return kind == kSpecialRingSumF32 || kind == kSpecialRingSumF16 || kind == kSpecialRingSumBf16;
+}
+WEFT_HD constexpr bool specialKernelNarrowCopies(int kind) {
+  return kind >= kSpecialRingSumInlineF32 && kind <= kSpecialRingSumInlineBf16;
+}
+// The kind of the items a kernel runs: its own, or its twin's for the inlined Ring sums.
+WEFT_HD constexpr int specialItemKind(int kind) {
+  return specialKernelNarrowCopies(kind) ? kind - kSpecialRingSumInlineF32 + kSpecialRingSumF32 : kind;
+}
+// The inlined twin of a Ring-sum kind; every other kind is its own.
+WEFT_HD constexpr int specialInlineTwin(int kind) {
+  return specialKernelOutlinesCopies(kind) ? kind - kSpecialRingSumF32 + kSpecialRingSumInlineF32 : kind;
 }
 
 namespace detail {

@@ -19,6 +19,9 @@ namespace {
 const param::IntParam kWaitTimeout{"NCCL_TIMEOUT", 1800};  // seconds; 0 = wait forever
 // 0: every launch runs its protocol's general kernel, also where a specialized one exists (A/B runs).
 const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
+// Ring-sum launches of items up to this many bytes per channel run the inlined twin kernel
+// (planner.h: kInlineSumChannelBytes); 0: never (A/B runs).
+const param::IntParam kInlineSumBytes{"NCCL_WEFT_INLINE_SUM_BYTES", (int64_t)kInlineSumChannelBytes};
 // 1 (default): kernels are launched with programmatic dependence on the stream's previous kernel
 // (sm_90: programmatic dependent launch), so a launch's set-up overlaps the end of the kernel
 // before it (arch::waitPreviousGrid). 2xH200, CUDA graph, all_reduce 64 B-32 KiB: 5.3-6.2 ->
@@ -282,7 +285,8 @@ Status launchOne(const CommLaunches& c, size_t index) {
   const dev::Proto proto = (dev::Proto)launch.proto;
   const void* fn = nullptr;
   static const bool specialKernels = kSpecialKernels.get() != 0;  // read once: launches are hot
-  if (specialKernels) fn = dev::specialKernelFunction(specialKernelOfLaunch(launch));
+  static const uint64_t inlineSumBytes = (uint64_t)std::max<int64_t>(0, kInlineSumBytes.get());
+  if (specialKernels) fn = dev::specialKernelFunction(specialKernelOfLaunch(launch, inlineSumBytes));
   if (fn == nullptr) fn = dev::kernelFunction(proto);
   if (fn == nullptr) {
     // isSupported said yes to a protocol the build has no kernel for: a device-code bug.

@@ -297,16 +297,19 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
 
 }  // namespace
 
-int specialKernelOfLaunch(const PlannedLaunch& launch) {
+int specialKernelOfLaunch(const PlannedLaunch& launch, uint64_t inlineSumBytes) {
   int kind = dev::kSpecialNone;
+  uint64_t largest = 0;  // bytes of the largest item on its channel
   for (const LaunchWorks::Block list : launch.works)
     for (const dev::DevWork& w : list) {
       const int k = dev::specialKernelOf(w);
       if (k == dev::kSpecialNone || (kind != dev::kSpecialNone && k != kind)) return dev::kSpecialNone;
       kind = k;
+      largest = std::max(largest, w.chanCount * (uint64_t)dev::dataTypeBytes(w.dataType));
     }
   // Items carry their launch's protocol (the planner's rule); a kernel of another shape must not run them.
-  return kind != dev::kSpecialNone && dev::specialKernelProto(kind) == launch.proto ? kind : dev::kSpecialNone;
+  if (kind == dev::kSpecialNone || dev::specialKernelProto(kind) != launch.proto) return dev::kSpecialNone;
+  return inlineSumBytes > 0 && largest <= inlineSumBytes ? dev::specialInlineTwin(kind) : kind;
 }
 
 int defaultCopyLanes(int nChannels) {

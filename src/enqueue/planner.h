@@ -152,6 +152,12 @@ class LaunchWorks {
 
 // One kernel launch: block b serves channel `channels[b]` and runs works[b] in order. Every
 // item of a launch has protocol `proto` (one kernel per protocol).
+// Ring sums on Simple up to this many bytes per item and channel run with every copy inlined
+// (NCCL_WEFT_INLINE_SUM_BYTES). One H200, two ranks, graph: inlined faster by 1-1.9 us up to
+// 256 KiB, 10 % at 4 MiB (128 KiB per channel), equal at 16 MiB (512 KiB), slower by 3 % from
+// 64 MiB (2 MiB per channel) where the outlined copies move 8 packs per thread instead of 4.
+constexpr uint64_t kInlineSumChannelBytes = 512 * 1024;
+
 struct PlannedLaunch {
   int proto = dev::kProtoSimple;
   std::vector<int> channels;
@@ -160,8 +166,10 @@ struct PlannedLaunch {
 };
 
 // The specialized kernel (device/special_kernels.h) that can run every item of the launch, or
-// dev::kSpecialNone when its items are not all of one such kind.
-int specialKernelOfLaunch(const PlannedLaunch& launch);
+// dev::kSpecialNone when its items are not all of one such kind. A Ring-sum launch whose items
+// each move at most inlineSumBytes on their channel runs the kind's inlined twin
+// (dev::specialInlineTwin); 0 never picks it.
+int specialKernelOfLaunch(const PlannedLaunch& launch, uint64_t inlineSumBytes = kInlineSumChannelBytes);
 
 // Picks (algorithm, protocol, channels) for a collective task with the tuning model: the fastest
 // pair that the kernels implement for its reduction and type and that NCCL_ALGO/NCCL_PROTO

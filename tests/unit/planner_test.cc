@@ -379,12 +379,13 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   const dev::DevWork maxF32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedMax, dev::kFloat32);
   const dev::DevWork sumI32 = item(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kInt32);
   const dev::DevWork ring = item(dev::kFuncAllReduce, dev::kAlgoRing, dev::kProtoLL, dev::kRedSum, dev::kFloat32);
-  // The kind the host picks for a launch of protocol `proto` with these items per channel.
+  // The kind the host picks for a launch of protocol `proto` with these items per channel (the
+  // inlined Ring-sum twins off: SpecialRingSumsInlineOnlyForSmallItems).
   auto kindIn = [](int proto, std::vector<std::vector<dev::DevWork>> works) {
     PlannedLaunch l;
     l.proto = proto;
     l.works = std::move(works);
-    return specialKernelOfLaunch(l);
+    return specialKernelOfLaunch(l, 0);
   };
   auto kindOf = [&](std::vector<std::vector<dev::DevWork>> works) { return kindIn(dev::kProtoLL, std::move(works)); };
   EXPECT_EQ(kindOf({{f32}, {f32, f32}}), dev::kSpecialDirectSumF32);
@@ -479,6 +480,48 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   for (int k = dev::kSpecialLL128SumF32; k <= dev::kSpecialLL128Copy; ++k)
     EXPECT_EQ(dev::specialKernelFunction(k) != nullptr, dev::kernelFunction(dev::kProtoLL128) != nullptr)
         << "kind " << k << ": a kernel wherever LL128's general kernel is built";
+}
+
+// A Ring-sum launch runs the inlined twin when each of its items moves at most the threshold on its
+// channel; the twin runs the same items (the kernel's check) and exists wherever the sums do.
+TEST(Planner, SpecialRingSumsInlineOnlyForSmallItems) {
+  auto sized = [](int func, int proto, int type, uint64_t count) {
+    dev::DevWork w = kindItem(func, dev::kAlgoRing, proto, dev::kRedSum, type);
+    w.chanCount = count;
+    return w;
+  };
+  auto kindOf = [](std::vector<std::vector<dev::DevWork>> works, uint64_t limit, int proto = dev::kProtoSimple) {
+    PlannedLaunch l;
+    l.proto = proto;
+    l.works = std::move(works);
+    return specialKernelOfLaunch(l, limit);
+  };
+  const uint64_t kLimit = 1 << 20;
+  const dev::DevWork small = sized(dev::kFuncAllReduce, dev::kProtoSimple, dev::kFloat32, kLimit / 4);
+  const dev::DevWork big = sized(dev::kFuncReduce, dev::kProtoSimple, dev::kFloat32, kLimit / 4 + 1);
+  const dev::DevWork halfRs = sized(dev::kFuncReduceScatter, dev::kProtoSimple, dev::kFloat16, kLimit / 2);
+  const dev::DevWork bf16 = sized(dev::kFuncAllReduce, dev::kProtoSimple, dev::kBfloat16, 1);
+  EXPECT_EQ(kindOf({{small}, {small}}, kLimit), dev::kSpecialRingSumInlineF32);
+  EXPECT_EQ(kindOf({{small}, {small, big}}, kLimit), dev::kSpecialRingSumF32) << "one item above the limit";
+  EXPECT_EQ(kindOf({{small}}, 0), dev::kSpecialRingSumF32) << "limit 0: never inlined";
+  EXPECT_EQ(kindOf({{halfRs}}, kLimit), dev::kSpecialRingSumInlineF16) << "bytes, not elements, count";
+  EXPECT_EQ(kindOf({{bf16}}, kLimit), dev::kSpecialRingSumInlineBf16);
+  const dev::DevWork copy = sized(dev::kFuncAllGather, dev::kProtoSimple, dev::kFloat32, 1);
+  EXPECT_EQ(kindOf({{copy}}, kLimit), dev::kSpecialRingCopy) << "copies have no twin";
+  EXPECT_EQ(kindOf({{sized(dev::kFuncAllReduce, dev::kProtoLL128, dev::kFloat32, 1)}}, kLimit, dev::kProtoLL128),
+            dev::kSpecialLL128SumF32)
+      << "LL128 sums have no twin";
+  for (int kind : {dev::kSpecialRingSumF32, dev::kSpecialRingSumF16, dev::kSpecialRingSumBf16}) {
+    const int twin = dev::specialInlineTwin(kind);
+    EXPECT_NE(twin, kind);
+    EXPECT_EQ(dev::specialItemKind(twin), kind);
+    EXPECT_EQ(dev::specialItemKind(kind), kind);
+    EXPECT_EQ(dev::specialKernelProto(twin), dev::kProtoSimple);
+    EXPECT_TRUE(dev::specialKernelNarrowCopies(twin));
+    EXPECT_FALSE(dev::specialKernelOutlinesCopies(twin));
+    EXPECT_EQ(dev::specialKernelFunction(twin) != nullptr, dev::specialKernelFunction(kind) != nullptr);
+    EXPECT_NE(dev::specialKernelFunction(twin), dev::specialKernelFunction(kind));
+  }
 }
 
 // Every (operation, type) pair the general LL kernel runs out of line has a functor kind, built into

@@ -253,53 +253,97 @@ struct RecordingPrims {
   void send(int64_t i, int64_t n) { add("send", i, 0, n); }
   void recv(int64_t o, int64_t n) { add("recv", 0, o, n); }
   void recvCopySend(int64_t o, int64_t n) { add("recvCopySend", 0, o, n); }
+  void recvReduceSend(int64_t i, int64_t n) { add("recvReduceSend", i, 0, n); }
+  void recvReduceCopy(int64_t i, int64_t o, int64_t n) { add("recvReduceCopy", i, o, n); }
+  void recvReduceCopySend(int64_t i, int64_t o, int64_t n) { add("recvReduceCopySend", i, o, n); }
   void copySend(int64_t i, int64_t o, int64_t n) { add("copySend", i, o, n); }
   void localCopy(int64_t i, int64_t o, int64_t n) { add("localCopy", i, o, n); }
 };
+
+// The arguments of position pos on `ring` (ranks in ring order).
+RingArgs ringArgsAt(const std::vector<int32_t>& ring, int pos, int root, uint64_t count, uint64_t chanCount,
+                    uint64_t chunk, int elemSize, bool inPlace) {
+  const int n = (int)ring.size();
+  RingArgs a{};
+  a.rank = ring[pos];
+  a.nRanks = n;
+  a.ringPos = pos;
+  a.prev = ring[(pos + n - 1) % n];
+  a.next = ring[(pos + 1) % n];
+  a.userRanks = ring.data();
+  a.root = root;
+  a.count = count;
+  a.chanOffset = 20;
+  a.chanCount = chanCount;
+  a.chunkElems = chunk;
+  a.elemSize = elemSize;
+  a.inPlace = inPlace;
+  return a;
+}
+
+// Calls body(ring, pos, root) for rings of 1 to 6 ranks in a random order, at every position and root.
+template <typename Body>
+void forEachRingPlace(unsigned seed, Body&& body) {
+  std::mt19937 rng(seed);
+  for (int n = 1; n <= 6; n++) {
+    std::vector<int32_t> ring(n);
+    std::iota(ring.begin(), ring.end(), 0);
+    std::shuffle(ring.begin(), ring.end(), rng);
+    for (int pos = 0; pos < n; pos++)
+      for (int root = 0; root < n; root++) body(ring, pos, root);
+  }
+}
 
 // ringCopyColl (one loop for both, used by the role-split Simple kernels) makes exactly the calls
 // of ringAllGather and ringBroadcast (the loops every other kernel runs), for every rank, ring
 // position, root, in-place flag and several chunkings; the mock-protocol tests above check those.
 TEST(RingAlgo, OneLoopCopyCollectiveMatchesPerCollectiveLoops) {
-  std::mt19937 rng(11);
   int compared = 0;
-  for (int n = 1; n <= 6; n++) {
-    std::vector<int32_t> ring(n);
-    std::iota(ring.begin(), ring.end(), 0);
-    std::shuffle(ring.begin(), ring.end(), rng);
-    for (int pos = 0; pos < n; pos++) {
-      for (int root = 0; root < n; root++) {
-        for (int inPlace = 0; inPlace < 2; inPlace++) {
-          for (uint64_t chunk : {1ull, 7ull, 64ull, 1000ull}) {
-            RingArgs a{};
-            a.rank = ring[pos];
-            a.nRanks = n;
-            a.ringPos = pos;
-            a.prev = ring[(pos + n - 1) % n];
-            a.next = ring[(pos + 1) % n];
-            a.userRanks = ring.data();
-            a.root = root;
-            a.count = 300;
-            a.chanOffset = 20;
-            a.chanCount = 130;
-            a.chunkElems = chunk;
-            a.elemSize = 1;
-            a.inPlace = inPlace != 0;
-            RecordingPrims gather, gatherOne, bcast, bcastOne;
-            ringAllGather(gather, a);
-            ringCopyColl(gatherOne, a, true);
-            ringBroadcast(bcast, a);
-            ringCopyColl(bcastOne, a, false);
-            ASSERT_EQ(gather.calls, gatherOne.calls) << "AllGather n " << n << " pos " << pos << " chunk " << chunk;
-            ASSERT_EQ(bcast.calls, bcastOne.calls) << "Broadcast n " << n << " pos " << pos << " root " << root;
-            ASSERT_FALSE(gather.calls.empty() && !a.inPlace);
-            compared++;
-          }
-        }
+  forEachRingPlace(11, [&](const std::vector<int32_t>& ring, int pos, int root) {
+    for (int inPlace = 0; inPlace < 2; inPlace++) {
+      for (uint64_t chunk : {1ull, 7ull, 64ull, 1000ull}) {
+        const RingArgs a = ringArgsAt(ring, pos, root, 300, 130, chunk, 1, inPlace != 0);
+        RecordingPrims gather, gatherOne, bcast, bcastOne;
+        ringAllGather(gather, a);
+        ringCopyColl(gatherOne, a, true);
+        ringBroadcast(bcast, a);
+        ringCopyColl(bcastOne, a, false);
+        ASSERT_EQ(gather.calls, gatherOne.calls) << "AllGather n " << ring.size() << " pos " << pos << " chunk " << chunk;
+        ASSERT_EQ(bcast.calls, bcastOne.calls) << "Broadcast n " << ring.size() << " pos " << pos << " root " << root;
+        ASSERT_FALSE(gather.calls.empty() && !a.inPlace);
+        compared++;
       }
     }
-  }
+  });
   EXPECT_EQ(compared, 2 * 4 * (1 + 4 + 9 + 16 + 25 + 36));
+}
+
+// ringSumColl (the reductions in one loop, for the role-split Simple kernels) makes exactly the
+// calls of ringAllReduce, ringReduceScatter and ringReduce.
+TEST(RingAlgo, OneLoopReductionMatchesPerCollectiveLoops) {
+  int compared = 0;
+  forEachRingPlace(12, [&](const std::vector<int32_t>& ring, int pos, int root) {
+    for (uint64_t chunk : {1ull, 7ull, 64ull, 1000ull}) {
+      for (uint64_t chanCount : {5ull, 130ull, 4099ull}) {
+        const RingArgs a = ringArgsAt(ring, pos, root, 5000, chanCount, chunk, 4, false);
+        RecordingPrims ar, arOne, rs, rsOne, red, redOne;
+        ringAllReduce(ar, a);
+        ringSumColl(arOne, a, kFuncAllReduce);
+        ringReduceScatter(rs, a);
+        ringSumColl(rsOne, a, kFuncReduceScatter);
+        ringReduce(red, a);
+        ringSumColl(redOne, a, kFuncReduce);
+        const std::string where = "n " + std::to_string(ring.size()) + " pos " + std::to_string(pos) + " root " +
+                                  std::to_string(root) + " chunk " + std::to_string(chunk);
+        ASSERT_EQ(ar.calls, arOne.calls) << "AllReduce " << where;
+        ASSERT_EQ(rs.calls, rsOne.calls) << "ReduceScatter " << where;
+        ASSERT_EQ(red.calls, redOne.calls) << "Reduce " << where;
+        ASSERT_FALSE(ar.calls.empty());
+        compared++;
+      }
+    }
+  });
+  EXPECT_EQ(compared, 4 * 3 * (1 + 4 + 9 + 16 + 25 + 36));
 }
 
 }  // namespace

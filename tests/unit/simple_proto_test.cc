@@ -43,13 +43,14 @@ class EmuComm : public emutest::EmuRingComm {
 
   // The same, with every item run by the specialized kernel of kind Kind (special_kernels.h),
   // after checking that the host would pick that kernel for each rank's launch.
+  // inlineSumBytes: as the host's NCCL_WEFT_INLINE_SUM_BYTES.
   template <int Kind>
-  bool launchSpecial(const Works& works, double seconds) {
+  bool launchSpecial(const Works& works, double seconds, uint64_t inlineSumBytes = 0) {
     for (const auto& perRank : works) {
       enqueue::PlannedLaunch launch;
       launch.proto = kProtoSimple;
       launch.works = perRank;
-      if (enqueue::specialKernelOfLaunch(launch) != Kind) {
+      if (enqueue::specialKernelOfLaunch(launch, inlineSumBytes) != Kind) {
         ADD_FAILURE() << "the host would not run kind " << Kind << " here";
         return false;
       }
@@ -199,19 +200,25 @@ TEST(SimpleProtoEmu, SendRecvAllToAllWithSelf) {
 
 // The specialized Simple kernels' runners (kernel_special_simple.cu): results, and links that the
 // general kernel continues from. Float sums (AllReduce, Reduce, ReduceScatter), copies (Broadcast,
-// AllGather) and SendRecv, each as a launch of its own kind (the sums with outlined slice copies,
-// the others inlined: specialKernelOutlinesCopies).
+// AllGather) and SendRecv, each as a launch of its own kind (the sums with outlined slice copies
+// and, as their twin for small items, inlined; the others inlined: specialKernelOutlinesCopies).
 TEST(SimpleProtoEmu, SpecializedKernelsMatchTheGeneralOne) {
   std::mt19937 rng(23);
   for (int n : {1, 2, 3}) {
     EmuComm comm(n, 2);
     const std::string ranks = std::to_string(n) + " ranks";
-    std::vector<Coll> sums = {{kFuncAllReduce, 9001}, {kFuncReduce, 5003, n / 2, true}, {kFuncReduceScatter, 2999},
-                              {kFuncAllReduce, 4099, 0, true}, {kFuncReduceScatter, 1000, 0, true}};
-    Works works(n, std::vector<std::vector<DevWork>>(2));
-    for (auto& k : sums) addColl(comm, k, works, rng);
-    ASSERT_TRUE((comm.launchSpecial<kSpecialRingSumF32>(works, 60))) << "deadlock, sums, " << ranks;
-    for (auto& k : sums) ASSERT_EQ(checkColl(comm, k), "") << "sums, " << ranks;
+    Works works;
+    for (bool inlined : {false, true}) {
+      const std::string what = (inlined ? "inlined sums, " : "sums, ") + ranks;
+      std::vector<Coll> sums = {{kFuncAllReduce, 9001}, {kFuncReduce, 5003, n / 2, true}, {kFuncReduceScatter, 2999},
+                                {kFuncAllReduce, 4099, 0, true}, {kFuncReduceScatter, 1000, 0, true}};
+      works.assign(n, std::vector<std::vector<DevWork>>(2));
+      for (auto& k : sums) addColl(comm, k, works, rng);
+      const bool done = inlined ? comm.launchSpecial<kSpecialRingSumInlineF32>(works, 60, 1 << 20)
+                                : comm.launchSpecial<kSpecialRingSumF32>(works, 60);
+      ASSERT_TRUE(done) << "deadlock, " << what;
+      for (auto& k : sums) ASSERT_EQ(checkColl(comm, k), "") << what;
+    }
 
     std::vector<Coll> copies = {{kFuncAllGather, 3001, 0, true}, {kFuncBroadcast, 7777, n - 1},
                                 {kFuncAllGather, 1001}, {kFuncBroadcast, 333, 0, true}};

@@ -13,7 +13,7 @@ namespace weft::dev {
 // Shared: the shared state of the kind's protocol (FlagShared for LL, SimpleShared for Simple).
 template <int Kind, typename Shared>
 WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<Shared>& env) {
-  if (specialKernelOf(*w) != Kind) arch::trap();
+  if (specialKernelOf(*w) != specialItemKind(Kind)) arch::trap();
   if constexpr (specialKernelProto(Kind) == kProtoLL) {
     static_assert(std::is_same_v<Shared, FlagShared>, "an LL kind runs in an LL-shaped kernel");
     if constexpr (Kind == kSpecialDirectSumF32) runDirectAllReduce<FnSum<float>>(*w, env);
@@ -34,10 +34,12 @@ WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<Shared>& env) {
 #endif
   } else {
     static_assert(std::is_same_v<Shared, SimpleShared>, "a Simple kind runs in a Simple-shaped kernel");
-    using P = SimpleProtoT<specialKernelOutlinesCopies(Kind), /*SplitRoles=*/true>;
-    if constexpr (Kind == kSpecialRingSumF32) runRingColl<FnSum<float>, P>(*w, env);
-    else if constexpr (Kind == kSpecialRingSumF16) runRingColl<FnSum<__half>, P>(*w, env);
-    else if constexpr (Kind == kSpecialRingSumBf16) runRingColl<FnSum<__nv_bfloat16>, P>(*w, env);
+    using P = SimpleProtoT<specialKernelOutlinesCopies(Kind), /*SplitRoles=*/true,
+                           specialKernelNarrowCopies(Kind) ? kNarrowCopyUnroll : kCopyUnroll>;
+    constexpr int kItems = specialItemKind(Kind);
+    if constexpr (kItems == kSpecialRingSumF32) runRingColl<FnSum<float>, P>(*w, env);
+    else if constexpr (kItems == kSpecialRingSumF16) runRingColl<FnSum<__half>, P>(*w, env);
+    else if constexpr (kItems == kSpecialRingSumBf16) runRingColl<FnSum<__nv_bfloat16>, P>(*w, env);
     else if constexpr (Kind == kSpecialRingCopy) runRingColl<FnCopy, P>(*w, env);
     else if constexpr (Kind == kSpecialSendRecv) runSendRecv<P>(*w, env);
     else static_assert(Kind == kSpecialSendRecv, "no runner for this kind");

@@ -26,7 +26,7 @@ using WorkEnv = WorkEnvT<SimpleShared>;
 
 // OutlineCopies: see SimplePrims. SplitRoles: the runners build one instance of the primitives
 // per role (PrimsRole), so the algorithm is compiled twice; the specialized kernels take it.
-template <bool OutlineCopies, bool SplitRoles = false>
+template <bool OutlineCopies, bool SplitRoles = false, int CopyUnroll = kCopyUnroll>
 struct SimpleProtoT {
   static constexpr int kId = kProtoSimple;
   // The general kernel runs every item through one non-inlined body per functor, the hot ones too
@@ -38,7 +38,7 @@ struct SimpleProtoT {
   using Shared = SimpleShared;
   using Group = SimpleGroup;
   template <typename Fn, int Role = kRoleAny>
-  using Prims = SimplePrims<Fn, OutlineCopies, Role>;
+  using Prims = SimplePrims<Fn, OutlineCopies, Role, CopyUnroll>;
   static constexpr bool kSplitRoles = SplitRoles;
   static WEFT_DEV bool isSyncThread(const Group& g) { return isSyncWarp(g); }
   static WEFT_DEV Group fullGroup() { return simpleFullGroup(); }
@@ -150,6 +150,8 @@ WEFT_DEV void runRingCollAs(const DevWork& w, const WorkEnvT<typename P::Shared>
     if constexpr (P::kSplitRoles) ringCopyColl(p, a, w.func == kFuncAllGather);
     else if (w.func == kFuncAllGather) ringAllGather(p, a);
     else ringBroadcast(p, a);
+  } else if constexpr (P::kSplitRoles) {
+    ringSumColl(p, a, w.func);
   } else {
     if (w.func == kFuncAllReduce) ringAllReduce(p, a);
     else if (w.func == kFuncReduceScatter) ringReduceScatter(p, a);

@@ -284,7 +284,7 @@ class SimpleLink {
 // registers to itself, instead of being inlined into the primitive's loop (where ptxas spilled
 // the copy loops' values); the general Simple kernel and the specialized Ring-sum kernels use it
 // (special_kernels.h).
-template <typename Fn, bool OutlineCopies = false, int Role = kRoleAny>
+template <typename Fn, bool OutlineCopies = false, int Role = kRoleAny, int CopyUnroll = kCopyUnroll>
 class SimplePrims : public SimpleLink {
  public:
   using T = typename Fn::Elem;
@@ -355,7 +355,7 @@ class SimplePrims : public SimpleLink {
   WEFT_DEV void move(const void* s0, const void* s1, void* d0, void* d1, int64_t n) {
     const int nThreads = nDataWarps_ * arch::kWarpSize;
     if constexpr (OutlineCopies) reduceCopyOutlined<Fn, NSrcs, NDsts, Pre, Post>(fn_, tid_, nThreads, s0, s1, d0, d1, n);
-    else reduceCopy<Fn, NSrcs, NDsts, Pre, Post>(fn_, tid_, nThreads, s0, s1, d0, d1, n);
+    else reduceCopy<Fn, NSrcs, NDsts, Pre, Post, CopyUnroll>(fn_, tid_, nThreads, s0, s1, d0, d1, n);
   }
 
   // One primitive: Recv from the previous peer and/or read our input (SrcIn), reduce, and Send

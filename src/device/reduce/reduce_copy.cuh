@@ -12,10 +12,15 @@ namespace weft::dev {
 
 // 16-byte packs in flight per thread and source. Pure copies take 8 (as NCCL does on sm_80+): a
 // one-way NVLink stream from 24 SMs needs that many bytes in flight to reach the link's rate.
-// Reductions keep 4: with two sources, 8 would spill registers at 128 per thread.
+// Reductions keep 4: with two sources, 8 would spill registers at 128 per thread. A kernel that
+// inlines copies and reductions side by side takes kNarrowCopyUnroll for its copies (CopyUnroll).
 constexpr int kCopyUnroll = 8;
+constexpr int kNarrowCopyUnroll = 4;
 constexpr int kReduceUnroll = 4;
-constexpr int kWordUnroll = 8;  // words in flight per thread on the misaligned slow paths
+// Words in flight per thread on the misaligned copy path (rarely taken). 8 made ptxas spill in
+// every Simple kernel that inlines its copies (ptxas -v, sm_90: SendRecv 32 -> 0 bytes of stack,
+// Ring copy 72 -> 0).
+constexpr int kWordUnroll = 4;
 
 namespace detail {
 
@@ -61,10 +66,10 @@ WEFT_DEV V combine(const Fn& fn, const V& a, const V& b) {
 // copy of the unrolled body keeps the code (and ptxas time) small.
 // Thread t moves packs t + u x nThreads, so a round's U instructions of one warp are nThreads
 // packs apart (warp-contiguous hunks were measured no faster on H200).
-template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
+template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post, int CopyUnroll = kCopyUnroll>
 WEFT_DEV void packLoop(const Fn& fn, int tid, int nThreads, const char* s0, const char* s1,
                        char* d0, char* d1, int64_t nPacks) {
-  constexpr int U = NSrcs == 1 && !Pre && !Post ? kCopyUnroll : kReduceUnroll;
+  constexpr int U = NSrcs == 1 && !Pre && !Post ? CopyUnroll : kReduceUnroll;
   const int64_t kStride = nThreads;
   const int64_t first = tid;
   for (int64_t base = first; base < nPacks; base += (int64_t)nThreads * U) {
@@ -160,7 +165,7 @@ WEFT_DEV uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); 
 
 // Byte copy to one or two destinations, any alignment. Inlined: it runs once per slice on the
 // data path of every copy collective, and a non-inlined call costs thousands of cycles (kHotFn).
-template <int NDsts>
+template <int NDsts, int CopyUnroll>
 WEFT_DEV void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1,
                                        int64_t nBytes) {
   // Widest word size W for which all pointers have the same offset modulo W.
@@ -176,7 +181,7 @@ WEFT_DEV void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1
   nBytes -= head;
   int64_t nWords = nBytes / w;
   switch (w) {
-    case 16: packLoop<FnCopy, 1, NDsts, false, false>(FnCopy{}, tid, nThreads, s, nullptr, d0, d1, nWords); break;
+    case 16: packLoop<FnCopy, 1, NDsts, false, false, CopyUnroll>(FnCopy{}, tid, nThreads, s, nullptr, d0, d1, nWords); break;
     case 8: wordCopyLoop<8, NDsts>(tid, nThreads, s, d0, d1, nWords); break;
     case 4: wordCopyLoop<4, NDsts>(tid, nThreads, s, d0, d1, nWords); break;
     case 2: wordCopyLoop<2, NDsts>(tid, nThreads, s, d0, d1, nWords); break;
@@ -193,8 +198,9 @@ WEFT_DEV void copyBytes(int tid, int nThreads, const char* s, char* d0, char* d1
 // input; with NSrcs == 1 and Pre, src0 is. Pre applies Fn::preOp to the own input, Post applies
 // Fn::postOp to the result. Threads tid in [0, nThreads) of the caller's group all call this.
 // Callers wrap it in a non-inlined function per variant: inlining it into every call site of an
-// algorithm multiplies the code, and ptxas time and memory, many times over.
-template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
+// algorithm multiplies the code, and ptxas time and memory, many times over. CopyUnroll: packs in
+// flight per thread of a pure copy (kCopyUnroll or kNarrowCopyUnroll).
+template <typename Fn, int NSrcs, int NDsts, bool Pre, bool Post, int CopyUnroll = kCopyUnroll>
 WEFT_DEV void reduceCopy(const Fn& fn, int tid, int nThreads, const void* src0, const void* src1,
                          void* dst0, void* dst1, int64_t n) {
   using T = typename Fn::Elem;
@@ -204,7 +210,7 @@ WEFT_DEV void reduceCopy(const Fn& fn, int tid, int nThreads, const void* src0, 
   char* d0 = static_cast<char*>(dst0);
   char* d1 = static_cast<char*>(dst1);
   if constexpr (NSrcs == 1 && !Pre && !Post) {
-    detail::copyBytes<NDsts>(tid, nThreads, s0, d0, d1, n * S);
+    detail::copyBytes<NDsts, CopyUnroll>(tid, nThreads, s0, d0, d1, n * S);
   } else {
     uintptr_t a0 = detail::addr(s0);
     uintptr_t any = a0 | detail::addr(d0);
