@@ -31,8 +31,8 @@ enum SpecialKernel : int {
   kSpecialRingSumBf16,    // ... of bfloat16
   kSpecialRingCopy,       // Ring Broadcast or AllGather (any type: moved as bytes)
   kSpecialSendRecv,       // SendRecv (any type)
-  // The Ring sums again, for launches of small items (specialSumKernelOfLaunch): every slice's
-  // copies inlined, with pure copies kNarrowCopyUnroll wide (spill-free; see
+  // The Ring sums again, for launches of small items (planner.h specialKernelOfLaunch): every
+  // slice's copies inlined, pure copies kNarrowCopyUnroll wide (spill-free; see
   // specialKernelOutlinesCopies). They run the items of their twin (specialItemKind).
   kSpecialRingSumInlineF32,
   kSpecialRingSumInlineF16,

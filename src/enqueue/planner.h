@@ -153,10 +153,13 @@ class LaunchWorks {
 // One kernel launch: block b serves channel `channels[b]` and runs works[b] in order. Every
 // item of a launch has protocol `proto` (one kernel per protocol).
 // Ring sums on Simple up to this many bytes per item and channel run with every copy inlined
-// (NCCL_WEFT_INLINE_SUM_BYTES). One H200, two ranks, graph: inlined faster by 1-1.9 us up to
-// 256 KiB, 10 % at 4 MiB (128 KiB per channel), equal at 16 MiB (512 KiB), slower by 3 % from
-// 64 MiB (2 MiB per channel) where the outlined copies move 8 packs per thread instead of 4.
-constexpr uint64_t kInlineSumChannelBytes = 512 * 1024;
+// (NCCL_WEFT_INLINE_SUM_BYTES). One H200, two ranks, graph, 32 channels (Reduce 16), us inlined
+// against outlined: all_reduce 2/4/8/16/32/64 MiB 12.2/16.0/25.3/44.6/84.1/164.1 against
+// 14.3/17.7/26.9/44.6/81.0/158.3, reduce_scatter 8.0/10.0/15.2/28.6/52.6/101.4 against
+// 8.7/10.8/16.0/28.8/51.6/99.6, reduce 10.5/14.2/24.1/43.7/78.3/152.3 against
+// 12.4/15.7/24.2/43.5/78.6/152.6; below 2 MiB inlined is 1-1.9 us faster. The outlined copies move
+// 8 packs per thread instead of 4, which wins from ~512 KiB per channel.
+constexpr uint64_t kInlineSumChannelBytes = 256 * 1024;
 
 struct PlannedLaunch {
   int proto = dev::kProtoSimple;
