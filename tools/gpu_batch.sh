@@ -13,6 +13,7 @@
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
 # sharedloop (4 ranks sharing the GPUs, process per rank, and the sweep in threads; REPEAT=n),
+# suminline (Simple Ring sums, inlined kernel against outlined, 1 MiB - 1 GiB),
 # midscan / crossover / tunecheck (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a
 # candidate NCCL_WEFT_TUNING), p2pchan (sendrecv/alltoall on every channel of a pair), sharedperf
 # (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+..."), stackab
@@ -124,6 +125,14 @@ stage_midscan() {
     env $e NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING LD_LIBRARY_PATH=$B timeout 60 $B/tools/weft-perf all_reduce -b 256K -e 64M -f 2 -c 0 -n 1 -w 0 -g $NG 2>&1 |
       grep -oE "AllReduce: [0-9]+ Bytes -> .*" | sort -u | sort -n -k2 | head -10
   done
+}
+# The Ring-sum kernels on Simple with every copy inlined against the outlined ones (session 19:
+# NCCL_WEFT_INLINE_SUM_BYTES, 256 KiB per channel by default, fitted on ONE GPU): where they cross
+# on NVLink, and whether the inlined one closes reduce's gap at 1 GiB (0.94x NCCL in session 12).
+stage_suminline() {
+  local r=NCCL_PROTO=Simple+NCCL_ALGO=ring
+  VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1 inlined:$B:$r+NCCL_WEFT_INLINE_SUM_BYTES=1000000000000 \
+    outlined:$B:$r+NCCL_WEFT_INLINE_SUM_BYTES=0" perfv suminline all_reduce,reduce_scatter,reduce 1M 1G 4 20
 }
 # sendrecv/alltoall on every channel of the pair instead of NCCL_WEFT_P2P_MAX_CHANNELS (24):
 # sendrecv stays near 310 GB/s from 256 MiB while NCCL climbs to 364 at 1 GiB (sessions 7-9).
