@@ -150,8 +150,6 @@ class LaunchWorks {
   std::vector<uint32_t> starts_;  // block b's items: [starts_[b], starts_[b + 1])
 };
 
-// One kernel launch: block b serves channel `channels[b]` and runs works[b] in order. Every
-// item of a launch has protocol `proto` (one kernel per protocol).
 // Ring sums on Simple up to this many bytes per item and channel run with every copy inlined
 // (NCCL_WEFT_INLINE_SUM_BYTES). One H200, two ranks, graph, 32 channels (Reduce 16), us inlined
 // against outlined: all_reduce 2/4/8/16/32/64 MiB 12.2/16.0/25.3/44.6/84.1/164.1 against
@@ -161,6 +159,8 @@ class LaunchWorks {
 // 8 packs per thread instead of 4, which wins from ~512 KiB per channel.
 constexpr uint64_t kInlineSumChannelBytes = 256 * 1024;
 
+// One kernel launch: block b serves channel `channels[b]` and runs works[b] in order. Every
+// item of a launch has protocol `proto` (one kernel per protocol).
 struct PlannedLaunch {
   int proto = dev::kProtoSimple;
   std::vector<int> channels;
