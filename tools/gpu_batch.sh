@@ -217,7 +217,7 @@ ncu_kernels() {  # label "VAR=value ..." weft-perf-args...
   grep -E "^  [A-Za-z_].*\(|gpu__time_duration|launch__grid|launch__block_size|registers|cycles_elapsed|inst_executed" $L/ncu-$label.log | head -14
 }
 stage_floor() {
-  nvcc -O3 -arch=sm_90 -o /tmp/launch_floor tools/launch_floor.cu && CUDA_VISIBLE_DEVICES=0 /tmp/launch_floor | tee $L/floor.txt
+  nvcc -O3 -arch=sm_90 -o /tmp/launch_floor tools/launch_floor.cu -lcuda && CUDA_VISIBLE_DEVICES=0 /tmp/launch_floor | tee $L/floor.txt
   ncu_kernels one "X=1" all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1
   ncu_kernels onegen "NCCL_WEFT_SPECIAL_KERNELS=0" all_reduce -b 8 -e 8 -c 0 -n 40 -w 5 -t 1 -g 1
   ncu_kernels one32k "X=1" all_reduce -b 32K -e 32K -c 0 -n 40 -w 5 -t 1 -g 1

@@ -3,8 +3,13 @@
 // memory, a stack frame, a host-memory read or write, a system fence, a cross-block arrival
 // counter), launched back to back on a stream and as nodes of a CUDA graph. The differences say
 // which of them a latency-bound collective pays for. Then the host side: what the runtime calls
-// of an enqueue path cost per call (wall clock, calls back to back). Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90 -o /tmp/launch_floor tools/launch_floor.cu && /tmp/launch_floor
+// of an enqueue path cost per call (wall clock, calls back to back), and driver launches
+// (cuLaunchKernelEx) passing only a prefix of the parameter block. One H200 (session 20): the
+// runtime's PDL launch 3.94 us per call, the driver's 3.57-3.75 whatever the prefix (2704, 1024,
+// 640 or 128 bytes), GPU time per launch alike; inside weft's enqueue path the driver launch made
+// no difference that the machine's noise (+-1 us per call) let through. Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90 -o /tmp/launch_floor tools/launch_floor.cu -lcuda && /tmp/launch_floor
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -99,6 +104,38 @@ void launchPdl(cudaStream_t s, int blocks, const BigArgs& a) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   CHECK(cudaLaunchKernelEx(&cfg, pdlKernel<CopyFirst>, a));
+}
+
+// The same PDL launch through the driver with the parameters as one buffer of `bytes` (the kernel
+// reads only that prefix): does a launch of a small prefix of the 3.4 KB cost less?
+size_t gParamBytes = sizeof(BigArgs);
+void launchPdlPrefix(cudaStream_t s, int blocks, const BigArgs& a) {
+  static CUfunction fn = [] {
+    cudaFunction_t f = nullptr;
+    CHECK(cudaGetFuncBySymbol(&f, (const void*)pdlKernel<true>));
+    return (CUfunction)f;
+  }();
+  CUlaunchAttribute attr[1] = {};
+  attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr[0].value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg = {};
+  cfg.gridDimX = (unsigned)blocks;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 512;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.hStream = (CUstream)s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  size_t bytes = gParamBytes;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void*)&a, CU_LAUNCH_PARAM_BUFFER_SIZE, &bytes, CU_LAUNCH_PARAM_END};
+  CUresult r = cuLaunchKernelEx(&cfg, fn, nullptr, extra);
+  if (r != CUDA_SUCCESS) {
+    const char* text = nullptr;
+    cuGetErrorString(r, &text);
+    static size_t reported = 0;
+    if (reported != bytes) std::printf("cuLaunchKernelEx with %zu parameter bytes: %s\n", bytes, text ? text : "?");
+    reported = bytes;
+  }
 }
 
 // weft's enqueue records an event after every launch (the communicator's last kernel, for launches
@@ -201,6 +238,17 @@ int main() {
   perCall("PDL launch, 1 block", [&] { launchPdl<true>(s, 1, a); });
   perCall("PDL launch, 32 blocks", [&] { launchPdl<true>(s, 32, a); });
   perCall("PDL launch, 32 blocks + cudaEventRecord", [&] { launchPdlThenRecord(s, 32, a); });
+  for (size_t bytes : {sizeof(BigArgs), (size_t)1024, (size_t)640, (size_t)128}) {
+    gParamBytes = bytes;
+    char what[64];
+    std::snprintf(what, sizeof what, "driver PDL launch, 1 block, %zu B params", bytes);
+    perCall(what, [&] { launchPdlPrefix(s, 1, a); });
+    std::snprintf(what, sizeof what, "driver PDL launch, 32 blocks, %zu B params", bytes);
+    perCall(what, [&] { launchPdlPrefix(s, 32, a); });
+    std::printf("%-24s %10.2f %10.2f (GPU us per launch, stream x1 / x32)\n", "  the same", timeIt(launchPdlPrefix, 1, a, false, s),
+                timeIt(launchPdlPrefix, 32, a, false, s));
+  }
+  gParamBytes = sizeof(BigArgs);
   perCall("cudaEventRecord alone", [&] { CHECK(cudaEventRecord(ev, s)); });
   perCall("cudaStreamGetCaptureInfo", [&] {
     cudaStreamCaptureStatus st;

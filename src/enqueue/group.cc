@@ -94,7 +94,7 @@ Status groupEnd() {
   std::vector<InitJob> finalizes;
   Status status = closeGroup("ncclGroupEnd", "nothing in the group was launched", &outermost, &comms, &finalizes);
   if (!outermost) return status;
-  WEFT_TRY(launchQueued(comms));
+  WEFT_TRY(launchQueued(comms.data(), comms.size()));
   Status finalizeStatus = runJobs(std::move(finalizes));
   if (isError(finalizeStatus)) return finalizeStatus;
   return status == ncclInProgress ? status : finalizeStatus;
@@ -124,7 +124,7 @@ Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
 Status enqueueTask(ncclComm* comm, const Task& task) {
   if (tGroup.depth == 0) {
     comm->tasks.push_back(task);
-    Status s = launchQueued({comm});
+    Status s = launchQueued(&comm, 1);
     if (isError(s)) comm->tasks.clear();
     return s;
   }

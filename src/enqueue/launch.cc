@@ -185,11 +185,30 @@ struct CommLaunches {
   bool capturing = false;
 
   bool hasWork() const { return !launches.empty() || !copies.empty(); }
+  // Empties the record and keeps its vectors' storage.
+  void reset() {
+    comm = nullptr;
+    tasks.clear();
+    copies.clear();
+    launches.clear();
+    streams.clear();
+    capturing = false;
+  }
 };
 
+// The calling thread's records for launchQueued, one per communicator of the group, reused from
+// call to call: a stream-mode call then allocates only what the planner hands back.
+std::vector<CommLaunches>& launchRecords(size_t count) {
+  static thread_local std::vector<CommLaunches> records;
+  records.resize(count);
+  for (CommLaunches& r : records) r.reset();
+  return records;
+}
+
 // Takes the queued tasks, plans them and makes the first stream wait for the others and for the
-// communicator's previous kernels.
-Status prepare(ncclComm* comm, CommLaunches* out) {
+// communicator's previous kernels. `out` is empty; the tasks' vector it holds goes back to the
+// communicator for the next calls (its storage is reused).
+Status prepare(ncclComm* comm, runtime::ScopedDevice* device, CommLaunches* out) {
   out->comm = comm;
   out->tasks.swap(comm->tasks);
   collectStreams(out->tasks, &out->streams);  // before the copies leave: their streams join too
@@ -198,8 +217,7 @@ Status prepare(ncclComm* comm, CommLaunches* out) {
   WEFT_TRY(planTasks(out->tasks, shapeOf(comm), &out->launches));
   if (profiling()) lap(&t, &comm->hostProfile.planUs);
   if (!out->hasWork()) return ncclSuccess;
-  runtime::ScopedDevice device;
-  WEFT_TRY(device.set(comm->cudaDev));
+  WEFT_TRY(device->set(comm->cudaDev));
   runtime::Stream stream = out->streams[0];
   runtime::CaptureInfo capture;
   WEFT_TRY(runtime::streamCaptureInfo(stream, &capture));
@@ -278,9 +296,8 @@ Status connectOnFirstUse(std::vector<CommLaunches>& all) {
   return first;
 }
 
-Status launchOne(const CommLaunches& c, size_t index) {
-  runtime::ScopedDevice device;
-  WEFT_TRY(device.set(c.comm->cudaDev));
+Status launchOne(const CommLaunches& c, size_t index, runtime::ScopedDevice* device) {
+  WEFT_TRY(device->set(c.comm->cudaDev));
   const PlannedLaunch& launch = c.launches[index];
   const dev::Proto proto = (dev::Proto)launch.proto;
   const void* fn = nullptr;
@@ -311,21 +328,19 @@ Status launchOne(const CommLaunches& c, size_t index) {
 }
 
 // One rank's copies, on the stream the kernels run on.
-Status runCopies(const CommLaunches& c) {
+Status runCopies(const CommLaunches& c, runtime::ScopedDevice* device) {
   if (c.copies.empty()) return ncclSuccess;
-  runtime::ScopedDevice device;
-  WEFT_TRY(device.set(c.comm->cudaDev));
+  WEFT_TRY(device->set(c.comm->cudaDev));
   for (const LocalCopy& copy : c.copies)
     WEFT_TRY(runtime::deviceMemcpyAsync(copy.dst, copy.src, copy.bytes, c.streams[0]));
   return ncclSuccess;
 }
 
 // The other streams wait for the kernels; the communicator remembers where they ran.
-Status finish(const CommLaunches& c) {
+Status finish(const CommLaunches& c, runtime::ScopedDevice* device) {
   if (!c.hasWork()) return ncclSuccess;
   ncclComm* comm = c.comm;
-  runtime::ScopedDevice device;
-  WEFT_TRY(device.set(comm->cudaDev));
+  WEFT_TRY(device->set(comm->cudaDev));
   runtime::Event done = c.capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, c.streams[0]));
   for (size_t i = 1; i < c.streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(c.streams[i], done));
@@ -353,17 +368,20 @@ Status refillGraphPool(ncclComm* comm, uint32_t atLeast) {
   return ncclSuccess;
 }
 
-Status launchQueued(const std::vector<ncclComm*>& comms) {
+Status launchQueued(ncclComm* const* comms, size_t count) {
   const Clock::time_point start = profiling() ? Clock::now() : Clock::time_point{};
-  std::vector<CommLaunches> all(comms.size());
+  std::vector<CommLaunches>& all = launchRecords(count);
+  // One device guard for the whole call: each step selects its communicator's GPU (a CUDA call
+  // only when it differs from the current one) and the caller's device is restored at the end.
+  runtime::ScopedDevice device;
   Status first = ncclSuccess;
   auto keep = [&first](Status s) {
     if (isError(s) && !isError(first)) first = s;
   };
   size_t rounds = 0;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    Status s = prepare(comms[i], &all[i]);
-    if (!isError(s)) s = runCopies(all[i]);
+  for (size_t i = 0; i < count; ++i) {
+    Status s = prepare(comms[i], &device, &all[i]);
+    if (!isError(s)) s = runCopies(all[i], &device);
     if (isError(s)) {  // this communicator launches nothing more; the others go on
       all[i].launches.clear();
       all[i].copies.clear();
@@ -378,14 +396,15 @@ Status launchQueued(const std::vector<ncclComm*>& comms) {
   for (size_t r = 0; r < rounds; ++r) {
     for (CommLaunches& c : all) {
       if (r >= c.launches.size()) continue;
-      Status s = launchOne(c, r);
+      Status s = launchOne(c, r, &device);
       if (isError(s)) c.launches.resize(r);  // later kernels of this communicator are dropped
       keep(s);
     }
   }
-  for (const CommLaunches& c : all) keep(finish(c));
+  for (const CommLaunches& c : all) keep(finish(c, &device));
   if (profiling()) {
-    for (ncclComm* comm : comms) {
+    for (size_t i = 0; i < count; ++i) {
+      ncclComm* comm = comms[i];
       Clock::time_point t = start;
       lap(&t, &comm->hostProfile.totalUs);
       comm->hostProfile.calls++;

@@ -2,8 +2,8 @@
 // launch. The only enqueue code that touches streams and kernels.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "core/status.h"
 
@@ -11,9 +11,9 @@ struct ncclComm;
 
 namespace weft::enqueue {
 
-// Plans and launches everything queued on the communicators (a group), then clears the queues.
-// Returns the first error; communicators without one still launch.
-[[nodiscard]] Status launchQueued(const std::vector<ncclComm*>& comms);
+// Plans and launches everything queued on the `count` communicators (a group), then clears the
+// queues. Returns the first error; communicators without one still launch.
+[[nodiscard]] Status launchQueued(ncclComm* const* comms, size_t count);
 
 // Makes a new pinned buffer for the work items of captured launches, of at least `atLeast`
 // items; called at communicator creation so that a capture normally allocates nothing.

@@ -445,15 +445,18 @@ Status launchHostFunc(Stream stream, HostFn fn, void* arg) {
 // ---- RAII ------------------------------------------------------------------------------------
 
 Status ScopedDevice::set(int device) {
-  if (saved_ < 0) WEFT_TRY(getDevice(&saved_));
-  if (device == saved_ && !changed_) return ncclSuccess;
+  if (saved_ < 0) {
+    WEFT_TRY(getDevice(&saved_));
+    current_ = saved_;
+  }
+  if (device == current_) return ncclSuccess;
   WEFT_TRY(setDevice(device));
-  changed_ = true;
+  current_ = device;
   return ncclSuccess;
 }
 
 ScopedDevice::~ScopedDevice() {
-  if (changed_) (void)setDevice(saved_);  // a failure was logged; a destructor cannot do more
+  if (current_ != saved_) (void)setDevice(saved_);  // a failure was logged; a destructor cannot do more
 }
 
 void freeDeviceQuiet(void* ptr) { (void)deviceFree(ptr); }

@@ -142,7 +142,8 @@ class RelaxedCaptureMode {
   int saved_;
 };
 
-// Switches the calling thread to another device and back on destruction.
+// Switches the calling thread to another device and back on destruction. set() may be called
+// again (one guard for a group's several GPUs): it calls the runtime only to change the device.
 class ScopedDevice {
  public:
   ScopedDevice() = default;
@@ -152,8 +153,8 @@ class ScopedDevice {
   [[nodiscard]] Status set(int device);
 
  private:
-  int saved_ = -1;
-  bool changed_ = false;
+  int saved_ = -1;    // the thread's device before the first set()
+  int current_ = -1;  // the device the last set() left current
 };
 
 // Frees that cannot report: they warn on failure. Used by Owned<> below.
