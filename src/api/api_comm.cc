@@ -211,14 +211,14 @@ WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
          ncclScalarResidence_t residence, ncclComm_t comm) {
   return guard("ncclRedOpCreatePreMulSum", [&]() -> Status {
     WEFT_TRY(core::checkCommHandle(comm, "ncclRedOpCreatePreMulSum"));
-    return enqueue::createPreMulSum(comm, op, scalar, datatype, residence);
+    return enqueue::createPreMulSum(comm, op, scalar, enumArg(datatype), enumArg(residence));
   });
 }
 
 WEFT_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   return guard("ncclRedOpDestroy", [&]() -> Status {
     WEFT_TRY(core::checkCommHandle(comm, "ncclRedOpDestroy"));
-    return enqueue::destroyRedOp(comm, op);
+    return enqueue::destroyRedOp(comm, enumArg(op));
   });
 }
 

@@ -13,7 +13,7 @@ WEFT_API(ncclResult_t, ncclGetVersion, int* version) {
 }
 
 WEFT_API(const char*, ncclGetErrorString, ncclResult_t result) {
-  switch (result) {
+  switch (weft::api::enumArg(result)) {  // any integer may come here
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";

@@ -17,10 +17,9 @@ namespace {
 // displacements are in elements, as in RCCL; in-place exchanges are not supported.
 Status checkAllToAllv(const char* fn, ncclComm_t comm, const void* sendbuff, const size_t sendcounts[],
                       const size_t sdispls[], const void* recvbuff, const size_t recvcounts[],
-                      const size_t rdispls[], ncclDataType_t type) {
+                      const size_t rdispls[], int type) {
   WEFT_TRY(core::checkCommUsable(comm, fn));
-  WEFT_CHECK_ARG(type >= 0 && type < ncclNumTypes, "%s: datatype %d is not a valid ncclDataType_t (0 to %d)", fn,
-                 (int)type, ncclNumTypes - 1);
+  WEFT_TRY(core::checkDataType(type, fn));
   WEFT_CHECK_ARG(sendcounts != nullptr && sdispls != nullptr && recvcounts != nullptr && rdispls != nullptr,
                  "%s: sendcounts, sdispls, recvcounts and rdispls must all be arrays of nRanks (%d) elements", fn,
                  comm->nRanks);
@@ -44,10 +43,12 @@ Status checkAllToAllv(const char* fn, ncclComm_t comm, const void* sendbuff, con
 }
 
 // One send and one receive per peer with a non-zero count, in one group (nested in the caller's).
+// `rawType` is the datatype argument as an integer (enumArg).
 Status allToAllv(const char* fn, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
-                 void* recvbuff, const size_t recvcounts[], const size_t rdispls[], ncclDataType_t type,
-                 ncclComm_t comm, runtime::Stream stream) {
-  WEFT_TRY(checkAllToAllv(fn, comm, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, type));
+                 void* recvbuff, const size_t recvcounts[], const size_t rdispls[], int rawType, ncclComm_t comm,
+                 runtime::Stream stream) {
+  WEFT_TRY(checkAllToAllv(fn, comm, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, rawType));
+  const ncclDataType_t type = (ncclDataType_t)rawType;
   const size_t elem = (size_t)dev::dataTypeBytes((dev::DataType)type);
   WEFT_TRY(enqueue::groupStart());
   Status s = ncclSuccess;
@@ -72,6 +73,13 @@ using namespace weft::api;
 
 WEFT_API(ncclResult_t, ncclAllToAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, runtime::Stream stream) {
+  // Passed on only once valid: handing an invalid enum value on would load it (enumArg).
+  const ncclResult_t typeOk =
+      guard("ncclAllToAll", [&] { return core::checkDataType(enumArg(datatype), "ncclAllToAll"); });
+  if (isError(typeOk)) {
+    enqueue::failGroup(typeOk);
+    return typeOk;
+  }
   return pncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
@@ -79,8 +87,8 @@ WEFT_API(ncclResult_t, ncclAllToAllv, const void* sendbuff, const size_t sendcou
          void* recvbuff, const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype,
          ncclComm_t comm, runtime::Stream stream) {
   return guard("ncclAllToAllv", [&]() -> Status {
-    return allToAllv("ncclAllToAllv", sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype,
-                     comm, stream);
+    return allToAllv("ncclAllToAllv", sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
+                     enumArg(datatype), comm, stream);
   });
 }
 
@@ -88,8 +96,8 @@ WEFT_API(ncclResult_t, ncclAlltoAllv, const void* sendbuff, const size_t sendcou
          void* recvbuff, const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype,
          ncclComm_t comm, runtime::Stream stream) {
   return guard("ncclAlltoAllv", [&]() -> Status {
-    return allToAllv("ncclAlltoAllv", sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype,
-                     comm, stream);
+    return allToAllv("ncclAlltoAllv", sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
+                     enumArg(datatype), comm, stream);
   });
 }
 

@@ -3,8 +3,10 @@
 // define a strong ncclX and forward to pncclX.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
+#include <type_traits>
 
 #include "core/log.h"
 #include "nccl.h"
@@ -32,6 +34,19 @@ ncclResult_t guard(const char* function, Body&& body) noexcept {
     WEFT_WARN("%s: internal error (unknown exception)", function);
     return ncclInternalError;
   }
+}
+
+// The integer a caller passed for an enum-typed argument (ncclDataType_t, ncclRedOp_t, ...), read
+// from its bytes. Loading an argument as the enum is undefined behaviour exactly when the argument
+// check should fail (a value the enum cannot hold; UBSan: "not a valid value for type"), and a
+// compiler may drop such a check. Entry points check these integers and convert them back to the
+// enum only once they are known to be valid.
+template <typename Enum>
+int enumArg(const Enum& arg) {
+  static_assert(std::is_enum_v<Enum> && sizeof(Enum) == sizeof(int), "an int-sized enum");
+  int value;
+  std::memcpy(&value, &arg, sizeof value);
+  return value;
 }
 
 // The answer of an entry point whose feature weft does not provide yet.

@@ -11,6 +11,12 @@ Status checkCommHandle(ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
+Status checkDataType(int type, const char* fn) {
+  WEFT_CHECK_ARG(type >= 0 && type < ncclNumTypes, "%s: datatype %d is not a valid ncclDataType_t (0 to %d)", fn,
+                 type, ncclNumTypes - 1);
+  return ncclSuccess;
+}
+
 Status checkCommUsable(ncclComm* comm, const char* fn) {
   WEFT_TRY(checkCommHandle(comm, fn));
   ncclResult_t state = comm->asyncError.load(std::memory_order_acquire);

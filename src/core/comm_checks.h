@@ -13,4 +13,7 @@ namespace weft::core {
 // comm is non-NULL and a live weft communicator (creation may still be running).
 [[nodiscard]] Status checkCommHandle(ncclComm* comm, const char* fn);
 
+// `type` (an ncclDataType_t argument read as an integer: api/export.h enumArg) names a datatype.
+[[nodiscard]] Status checkDataType(int type, const char* fn);
+
 }  // namespace weft::core

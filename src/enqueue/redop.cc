@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/comm_checks.h"
 #include "core/communicator.h"
 #include "device/arch/elem_types.h"
 #include "device/functor_sample.h"
@@ -39,7 +40,7 @@ uint64_t scalarBits(double value, ncclDataType_t type) {
 
 namespace {
 
-Status mapRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Task* task) {
+Status mapRedOp(ncclComm* comm, int op, ncclDataType_t type, const char* fn, Task* task) {
   switch (op) {
     case ncclSum: task->redOp = dev::kRedSum; return ncclSuccess;
     case ncclProd: task->redOp = dev::kRedProd; return ncclSuccess;
@@ -57,12 +58,12 @@ Status mapRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char*
     default: break;
   }
   size_t index = (size_t)op - (size_t)ncclNumOps;
-  bool known = (int)op >= (int)ncclNumOps && index < comm->redOps.size() && comm->redOps[index].inUse;
+  bool known = op >= (int)ncclNumOps && index < comm->redOps.size() && comm->redOps[index].inUse;
   WEFT_CHECK_ARG(known, "%s: op %d is neither a built-in reduction nor an operation created on this communicator "
-                 "by ncclRedOpCreatePreMulSum (or it was destroyed)", fn, (int)op);
+                 "by ncclRedOpCreatePreMulSum (or it was destroyed)", fn, op);
   const UserRedOp& u = comm->redOps[index];
-  WEFT_CHECK_ARG(u.dataType == type, "%s: op %d was created for datatype %d but is used with datatype %d", fn,
-                 (int)op, (int)u.dataType, (int)type);
+  WEFT_CHECK_ARG(u.dataType == type, "%s: op %d was created for datatype %d but is used with datatype %d", fn, op,
+                 (int)u.dataType, (int)type);
   task->redOp = dev::kRedPreMulSum;
   task->redOpArg = u.scalar;
   task->scalarOnDevice = u.onDevice;
@@ -71,32 +72,31 @@ Status mapRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char*
 
 }  // namespace
 
-Status resolveRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Task* task) {
+Status resolveRedOp(ncclComm* comm, int op, ncclDataType_t type, const char* fn, Task* task) {
   WEFT_TRY(mapRedOp(comm, op, type, fn, task));
   if (!dev::functorInKernels(task->redOp, task->dataType)) {
     WEFT_WARN("%s: this library is a compile-check build (WEFT_DEVICE_FUNCTOR_SAMPLE=ON): its kernels lack op %d "
-              "on datatype %d; rebuild weft without that option", fn, (int)op, (int)type);
+              "on datatype %d; rebuild weft without that option", fn, op, (int)type);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
 }
 
-Status createPreMulSum(ncclComm* comm, ncclRedOp_t* op, void* scalar, ncclDataType_t type,
-                       ncclScalarResidence_t residence) {
+Status createPreMulSum(ncclComm* comm, ncclRedOp_t* op, void* scalar, int type, int residence) {
   WEFT_CHECK_ARG(op != nullptr, "ncclRedOpCreatePreMulSum: argument 'op' is NULL");
   WEFT_CHECK_ARG(scalar != nullptr, "ncclRedOpCreatePreMulSum: argument 'scalar' is NULL");
-  WEFT_CHECK_ARG(type >= 0 && type < ncclNumTypes, "ncclRedOpCreatePreMulSum: datatype %d is not valid", (int)type);
+  WEFT_TRY(core::checkDataType(type, "ncclRedOpCreatePreMulSum"));
   WEFT_CHECK_ARG(residence == ncclScalarDevice || residence == ncclScalarHostImmediate,
                  "ncclRedOpCreatePreMulSum: residence %d is neither ncclScalarDevice nor ncclScalarHostImmediate",
-                 (int)residence);
+                 residence);
   UserRedOp u;
   u.inUse = true;
-  u.dataType = type;
+  u.dataType = (ncclDataType_t)type;
   u.onDevice = residence == ncclScalarDevice;
   if (u.onDevice) {
     u.scalar = (uint64_t)(uintptr_t)scalar;
   } else {
-    memcpy(&u.scalar, scalar, (size_t)dev::dataTypeBytes(type));
+    memcpy(&u.scalar, scalar, (size_t)dev::dataTypeBytes(u.dataType));
   }
   size_t slot = 0;
   while (slot < comm->redOps.size() && comm->redOps[slot].inUse) ++slot;
@@ -106,11 +106,11 @@ Status createPreMulSum(ncclComm* comm, ncclRedOp_t* op, void* scalar, ncclDataTy
   return ncclSuccess;
 }
 
-Status destroyRedOp(ncclComm* comm, ncclRedOp_t op) {
+Status destroyRedOp(ncclComm* comm, int op) {
   size_t index = (size_t)op - (size_t)ncclNumOps;
-  WEFT_CHECK_ARG((int)op >= (int)ncclNumOps && index < comm->redOps.size() && comm->redOps[index].inUse,
+  WEFT_CHECK_ARG(op >= (int)ncclNumOps && index < comm->redOps.size() && comm->redOps[index].inUse,
                  "ncclRedOpDestroy: op %d was not created by ncclRedOpCreatePreMulSum on this communicator "
-                 "(or is already destroyed)", (int)op);
+                 "(or is already destroyed)", op);
   comm->redOps[index] = UserRedOp{};
   return ncclSuccess;
 }

@@ -24,14 +24,16 @@ struct UserRedOp {
 using RedOpTable = std::vector<UserRedOp>;
 
 // Fills task->redOp / redOpArg / scalarOnDevice for `op` on `type`, or explains what is wrong.
-[[nodiscard]] Status resolveRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, Task* task);
+// Operations come as integers, read from the callers' ncclRedOp_t arguments (api/export.h
+// enumArg), since an invalid one is not a valid enum value; `type` is already checked.
+[[nodiscard]] Status resolveRedOp(ncclComm* comm, int op, ncclDataType_t type, const char* fn, Task* task);
 
 // The bits of `value` in the representation of `type` (zero-extended), for host-side scalars.
 uint64_t scalarBits(double value, ncclDataType_t type);
 
-[[nodiscard]] Status createPreMulSum(ncclComm* comm, ncclRedOp_t* op, void* scalar, ncclDataType_t type,
-                                     ncclScalarResidence_t residence);
-[[nodiscard]] Status destroyRedOp(ncclComm* comm, ncclRedOp_t op);
+// `type` and `residence` are the callers' enum arguments as integers, checked here.
+[[nodiscard]] Status createPreMulSum(ncclComm* comm, ncclRedOp_t* op, void* scalar, int type, int residence);
+[[nodiscard]] Status destroyRedOp(ncclComm* comm, int op);
 
 bool isFloatType(ncclDataType_t type);
 
