@@ -31,11 +31,15 @@ class Bootstrap::Busy {
   bool owned_;
 };
 
-#define WEFT_BOOTSTRAP_ENTER(op)                                                                  \
-  Busy busy_guard_(busy_);                                                                        \
-  if (!busy_guard_.owned())                                                                       \
-    return messenger_.fail(ncclInvalidUsage, "%s: another thread is using this bootstrap; calls " \
-                                             "on one communicator's bootstrap must be serialized", op)
+// A refused call touches nothing of the bootstrap's state (the thread inside may be writing it,
+// its failure text too): it only warns, which sets this thread's last error.
+#define WEFT_BOOTSTRAP_ENTER(op)                                                                     \
+  Busy busy_guard_(busy_);                                                                           \
+  if (!busy_guard_.owned()) {                                                                        \
+    WEFT_WARN("bootstrap (rank %d of %d): %s: another thread is using this bootstrap; calls on one " \
+              "communicator's bootstrap must be serialized", rank_, nRanks_, op);                     \
+    return ncclInvalidUsage;                                                                         \
+  }
 
 Bootstrap::Bootstrap(int rank, int nRanks, uint64_t jobKey, const std::atomic<bool>* abort)
     : rank_(rank), nRanks_(nRanks), abort_(abort), messenger_(rank, nRanks, jobKey, abort) {}

@@ -9,6 +9,11 @@
 ncclComm::ncclComm() = default;
 ncclComm::~ncclComm() = default;
 
+void ncclComm::copyLastError(char* out, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(lastErrorMutex_);
+  snprintf(out, bytes, "%s", lastError_);
+}
+
 void ncclComm::setLastError(const char* text) {
   std::lock_guard<std::mutex> lock(lastErrorMutex_);
   snprintf(lastError_, sizeof(lastError_), "%s", text);

@@ -127,8 +127,9 @@ struct ncclComm {
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }
 
-  // The text of the last warning raised about this communicator (ncclGetLastError(comm)).
-  const char* lastError() const { return lastError_; }
+  // The text of the last warning raised about this communicator (ncclGetLastError(comm)), copied
+  // under the lock into the caller's buffer (another thread may be setting it); "" when none.
+  void copyLastError(char* out, size_t bytes) const;
   void setLastError(const char* text);
 
  private:

@@ -14,7 +14,9 @@ void initOnce() {
 
 const char* lastErrorText(ncclComm_t comm) {
   if (comm != nullptr && comm->looksValid()) {
-    if (const char* text = comm->lastError(); text[0] != '\0') return text;
+    static thread_local char text[1024];  // the caller's copy: valid until its next call
+    comm->copyLastError(text, sizeof(text));
+    if (text[0] != '\0') return text;
   }
   const char* own = log::lastErrorOfThread();
   return own[0] != '\0' ? own : log::lastErrorOfProcess();

@@ -228,7 +228,12 @@ void printBannerOnce() {
 const char* lastErrorOfThread() { return tLastError; }
 
 const char* lastErrorOfProcess() {
-  return state().processLastError;  // read without the lock: a torn string is still NUL-terminated
+  // Other threads write it under the lock: the caller gets a copy of its own (valid until its next call).
+  static thread_local char copy[kLastErrorBytes];
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  snprintf(copy, sizeof(copy), "%s", s.processLastError);
+  return copy;
 }
 
 void clearLastError() { tLastError[0] = '\0'; }

@@ -46,7 +46,8 @@ void reset();
 // VERSION level and above.
 void printBannerOnce();
 
-// Last warning text: per thread, and the newest one process-wide (for other threads' queries).
+// Last warning text: per thread, and the newest one process-wide (for other threads' queries;
+// returned as the calling thread's copy, valid until its next call).
 const char* lastErrorOfThread();
 const char* lastErrorOfProcess();
 void clearLastError();

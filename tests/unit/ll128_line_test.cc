@@ -85,6 +85,10 @@ class TwoRanks {
       args[r].blocks[0] = DevKernelArgs::Block{0, 1, 0, 0};
       blocks.push_back(std::make_unique<arch::EmuBlock>(kThreads));
       smems.push_back(std::make_unique<Smem>());
+    }
+    // Threads start only once both ranks' blocks exist: a push_back moves the vectors' storage,
+    // which running threads read (TSan saw it).
+    for (int r = 0; r < 2; r++) {
       for (int t = 0; t < kThreads; t++) {
         running++;
         threads.emplace_back([&, r, t] {
