@@ -13,10 +13,11 @@ namespace {
 using enqueue::Task;
 using enqueue::TaskKind;
 
-// Validation shared by every call; fills the parts of the task common to all kinds. `type` is the
-// datatype argument as an integer (enumArg).
-Status startTask(const char* fn, ncclComm_t comm, size_t count, int type, runtime::Stream stream, TaskKind kind,
-                 Task* t) {
+// Validation shared by every call; fills the parts of the task common to all kinds. The datatype
+// comes by reference: it is read as an integer (enumArg) until checked.
+Status startTask(const char* fn, ncclComm_t comm, size_t count, const ncclDataType_t& datatype,
+                 runtime::Stream stream, TaskKind kind, Task* t) {
+  const int type = enumArg(datatype);
   WEFT_TRY(core::checkCommUsable(comm, fn));
   WEFT_TRY(core::checkDataType(type, fn));
   WEFT_CHECK_ARG(count <= (SIZE_MAX >> 4), "%s: count %zu is too large", fn, count);
@@ -48,10 +49,10 @@ ncclResult_t submit(const char* fn, Body&& body) {
 }
 
 // ncclBroadcast and ncclBcast (in place).
-Status broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count, int type, int root,
-                 ncclComm_t comm, runtime::Stream stream) {
+Status broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
+                 const ncclDataType_t& datatype, int root, ncclComm_t comm, runtime::Stream stream) {
   Task t;
-  WEFT_TRY(startTask(fn, comm, count, type, stream, TaskKind::kBroadcast, &t));
+  WEFT_TRY(startTask(fn, comm, count, datatype, stream, TaskKind::kBroadcast, &t));
   WEFT_TRY(checkRoot(fn, comm, root));
   if (comm->rank == root) WEFT_TRY(checkBuffer(fn, "sendbuff", sendbuff, count));
   WEFT_TRY(checkBuffer(fn, "recvbuff", recvbuff, count));
@@ -71,7 +72,7 @@ WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
          ncclRedOp_t op, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclAllReduce", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclAllReduce", comm, count, enumArg(datatype), stream, TaskKind::kAllReduce, &t));
+    WEFT_TRY(startTask("ncclAllReduce", comm, count, datatype, stream, TaskKind::kAllReduce, &t));
     WEFT_TRY(checkBuffer("ncclAllReduce", "sendbuff", sendbuff, count));
     WEFT_TRY(checkBuffer("ncclAllReduce", "recvbuff", recvbuff, count));
     WEFT_TRY(enqueue::resolveRedOp(comm, enumArg(op), datatype, "ncclAllReduce", &t));
@@ -84,14 +85,14 @@ WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
 WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclBroadcast", [&]() -> Status {
-    return broadcast("ncclBroadcast", sendbuff, recvbuff, count, enumArg(datatype), root, comm, stream);
+    return broadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root, comm, stream);
   });
 }
 
 WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
          runtime::Stream stream) {
   return submit("ncclBcast", [&]() -> Status {
-    return broadcast("ncclBcast", buff, buff, count, enumArg(datatype), root, comm, stream);
+    return broadcast("ncclBcast", buff, buff, count, datatype, root, comm, stream);
   });
 }
 
@@ -99,7 +100,7 @@ WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
          ncclRedOp_t op, int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclReduce", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclReduce", comm, count, enumArg(datatype), stream, TaskKind::kReduce, &t));
+    WEFT_TRY(startTask("ncclReduce", comm, count, datatype, stream, TaskKind::kReduce, &t));
     WEFT_TRY(checkRoot("ncclReduce", comm, root));
     WEFT_TRY(checkBuffer("ncclReduce", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclReduce", "recvbuff", recvbuff, count));
@@ -115,7 +116,7 @@ WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
          ncclDataType_t datatype, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclAllGather", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclAllGather", comm, sendcount, enumArg(datatype), stream, TaskKind::kAllGather, &t));
+    WEFT_TRY(startTask("ncclAllGather", comm, sendcount, datatype, stream, TaskKind::kAllGather, &t));
     WEFT_TRY(checkBuffer("ncclAllGather", "sendbuff", sendbuff, sendcount));
     WEFT_TRY(checkBuffer("ncclAllGather", "recvbuff", recvbuff, sendcount));
     t.sendBuff = sendbuff;
@@ -128,7 +129,7 @@ WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclReduceScatter", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclReduceScatter", comm, recvcount, enumArg(datatype), stream, TaskKind::kReduceScatter, &t));
+    WEFT_TRY(startTask("ncclReduceScatter", comm, recvcount, datatype, stream, TaskKind::kReduceScatter, &t));
     WEFT_TRY(checkBuffer("ncclReduceScatter", "sendbuff", sendbuff, recvcount));
     WEFT_TRY(checkBuffer("ncclReduceScatter", "recvbuff", recvbuff, recvcount));
     WEFT_TRY(enqueue::resolveRedOp(comm, enumArg(op), datatype, "ncclReduceScatter", &t));
@@ -142,7 +143,7 @@ WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
          ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclSend", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclSend", comm, count, enumArg(datatype), stream, TaskKind::kSend, &t));
+    WEFT_TRY(startTask("ncclSend", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclSend: peer %d is out of range; the communicator has %d ranks",
                    peer, comm->nRanks);
     WEFT_TRY(checkBuffer("ncclSend", "sendbuff", sendbuff, count));
@@ -156,7 +157,7 @@ WEFT_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t da
          runtime::Stream stream) {
   return submit("ncclRecv", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclRecv", comm, count, enumArg(datatype), stream, TaskKind::kRecv, &t));
+    WEFT_TRY(startTask("ncclRecv", comm, count, datatype, stream, TaskKind::kRecv, &t));
     WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclRecv: peer %d is out of range; the communicator has %d ranks",
                    peer, comm->nRanks);
     WEFT_TRY(checkBuffer("ncclRecv", "recvbuff", recvbuff, count));
@@ -192,7 +193,7 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
          ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclAlltoAll", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclAlltoAll", comm, count, enumArg(datatype), stream, TaskKind::kSend, &t));
+    WEFT_TRY(startTask("ncclAlltoAll", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_TRY(checkBuffer("ncclAlltoAll", "sendbuff", sendbuff, count));
     WEFT_TRY(checkBuffer("ncclAlltoAll", "recvbuff", recvbuff, count));
     WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
@@ -212,7 +213,7 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
          int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclGather", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclGather", comm, count, enumArg(datatype), stream, TaskKind::kSend, &t));
+    WEFT_TRY(startTask("ncclGather", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_TRY(checkRoot("ncclGather", comm, root));
     WEFT_TRY(checkBuffer("ncclGather", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
@@ -236,7 +237,7 @@ WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
          int root, ncclComm_t comm, runtime::Stream stream) {
   return submit("ncclScatter", [&]() -> Status {
     Task t;
-    WEFT_TRY(startTask("ncclScatter", comm, count, enumArg(datatype), stream, TaskKind::kSend, &t));
+    WEFT_TRY(startTask("ncclScatter", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_TRY(checkRoot("ncclScatter", comm, root));
     WEFT_TRY(checkBuffer("ncclScatter", "recvbuff", recvbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclScatter", "sendbuff", sendbuff, count));
