@@ -143,6 +143,8 @@ Status exchangePeerInfo(ncclComm* comm) {
   me.pid = (int32_t)getpid();
   me.hostHash = localHostHash();
   me.processHash = localProcessHash();
+  me.pidNamespace = localPidNamespace();
+  me.processStart = processStartFromStat(readProcStat("self"));
   snprintf(me.busId, sizeof(me.busId), "%s", comm->busId.c_str());
   snprintf(me.hostName, sizeof(me.hostName), "%s", localHostName().c_str());
   comm->peers.assign(comm->nRanks, PeerInfo{});

@@ -40,10 +40,14 @@ uint64_t localHostHash() {
   return hashText(id);
 }
 
-uint64_t localProcessHash() {
+uint64_t localPidNamespace() {
   struct stat st {};
-  std::string ns = stat("/proc/self/ns/pid", &st) == 0 ? std::to_string((unsigned long)st.st_ino) : "";
-  return hashText(std::to_string(getpid()) + ":" + ns, localHostHash());
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+uint64_t localProcessHash() {
+  const uint64_t ns = localPidNamespace();
+  return hashText(std::to_string(getpid()) + ":" + (ns ? std::to_string(ns) : std::string()), localHostHash());
 }
 
 Status checkPeerTable(const std::vector<PeerInfo>& peers, bool allowSharedGpu) {

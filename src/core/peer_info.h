@@ -17,14 +17,17 @@ struct PeerInfo {
   int32_t pid = 0;
   uint64_t hostHash = 0;     // same host: same value (hostname + boot id, or NCCL_HOSTID)
   uint64_t processHash = 0;  // same process: same value (host + pid + pid namespace)
+  uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid: pids compare only within one namespace
+  uint64_t processStart = 0;  // start time in clock ticks after boot: tells the process from a reused pid
   char busId[32] = "";       // the GPU's PCI bus id, "0000:xx:yy.0"
   char hostName[64] = "";
 };
-static_assert(sizeof(PeerInfo) == 128, "PeerInfo travels between ranks as bytes");
+static_assert(sizeof(PeerInfo) == 144, "PeerInfo travels between ranks as bytes");
 
 // This host's identity: hash of the host name and boot id (NCCL_HOSTID replaces both).
 uint64_t localHostHash();
 uint64_t localProcessHash();
+uint64_t localPidNamespace();  // 0 when /proc/self/ns/pid cannot be read
 std::string localHostName();
 
 // Checks a gathered table: every entry intact and in its place, no two ranks on one GPU (unless

@@ -1,23 +1,67 @@
-// Watches the peers of live communicators: when a rank's process on this host exits, every
-// communicator that talks to it fails with an error naming that rank, and its kernels are told to
-// stop, so that nothing waits forever on a dead peer. One thread per process, started by the
-// first communicator with peers in other processes.
+// Watches the peer processes of live communicators on this host, so that nothing waits forever on
+// a peer that is gone or stopped:
+//   - a peer process that exits (or is a zombie, or whose pid now names another process) fails every
+//     communicator that talks to it with ncclRemoteError and an error naming that rank; its kernels
+//     are told to stop;
+//   - a peer process that is stopped (SIGSTOP, SIGTSTP, a debugger) is reported once, and again when
+//     it continues; stopped for longer than NCCL_TIMEOUT seconds (0: never) it fails the
+//     communicator the same way, with a message that says "stopped", not "exited".
+// One thread per process, started by the first communicator with peers in other processes of the
+// same pid namespace (a peer's pid means nothing in another namespace, so those are not watched).
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/param.h"
 
 struct ncclComm;
 
 namespace weft::core {
 
+// Seconds a host thread waits for earlier kernels, and a stopped peer is waited for (0: forever).
+extern const param::IntParam kPeerWaitTimeout;
+
 void watchCommunicator(ncclComm* comm);
 void unwatchCommunicator(ncclComm* comm);
 
-// Pure: given which peer processes are alive, the first dead peer rank (or -1). `pids[r]` is 0 for
-// ranks not watched (this process, or other hosts).
-int firstDeadPeer(const std::vector<pid_t>& pids, const std::vector<bool>& alive);
+enum class ProcessState { Running, Stopped, Gone };
+
+// Pure, for tests: field 22 of a /proc/<pid>/stat text (start time in clock ticks after boot), or
+// 0 when the text is malformed. The command name (field 2) may hold spaces and parentheses.
+uint64_t processStartFromStat(const std::string& statText);
+// Pure: the state a /proc/<pid>/stat text describes. Zombies and dead entries are Gone, and so is a
+// process whose start time differs from `expectedStart` (the pid was reused; 0 = not known).
+// Unparsable text says nothing: Running.
+ProcessState processStateFromStat(const std::string& statText, uint64_t expectedStart);
+// The text of /proc/<pid>/stat ("self" for this process), or "" when it cannot be read.
+std::string readProcStat(const std::string& pid);
+// A process of this host, looked at now: kill(pid, 0), then /proc/<pid>/stat when readable.
+ProcessState probeProcess(pid_t pid, uint64_t expectedStart);
+
+// The watchdog's decisions for one communicator, apart from the communicator (unit-tested).
+class PeerWatch {
+ public:
+  struct Event {
+    enum Kind { Stopped, Continued, Gone, StoppedTooLong } kind;
+    int rank;
+    double seconds;  // Continued, StoppedTooLong: how long the peer had been stopped
+  };
+  // `watched[r]`: rank r is a peer process of this host whose state can be probed.
+  explicit PeerWatch(std::vector<bool> watched) : watched_(std::move(watched)), stoppedSince_(watched_.size(), -1) {}
+  // One look at every rank's state at time `now` (seconds); `timeoutSec` <= 0: a stopped peer is
+  // waited for forever. Returns what changed, in rank order; after a Gone or StoppedTooLong event
+  // the watch is over and later calls return nothing.
+  std::vector<Event> update(const std::vector<ProcessState>& states, double now, double timeoutSec);
+  bool over() const { return over_; }
+
+ private:
+  std::vector<bool> watched_;
+  std::vector<double> stoppedSince_;  // per rank: when it was first seen stopped, or -1
+  bool over_ = false;
+};
 
 }  // namespace weft::core

@@ -8,6 +8,7 @@
 
 #include "core/communicator.h"
 #include "core/param.h"
+#include "core/watchdog.h"
 #include "device/kernel_api.h"
 #include "enqueue/planner.h"
 #include "runtime/gpu.h"
@@ -16,7 +17,6 @@
 namespace weft::enqueue {
 namespace {
 
-const param::IntParam kWaitTimeout{"NCCL_TIMEOUT", 1800};  // seconds; 0 = wait forever
 // 0: every launch runs its protocol's general kernel, also where a specialized one exists (A/B runs).
 const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
 // Ring-sum launches of items up to this many bytes per channel run the inlined twin kernel
@@ -87,7 +87,7 @@ Status reserveFifo(ncclComm* comm, uint32_t n, uint32_t* first) {
     return ncclInternalError;
   }
   auto start = std::chrono::steady_clock::now();
-  const int64_t timeout = kWaitTimeout.get();
+  const int64_t timeout = core::kPeerWaitTimeout.get();
   for (uint64_t spins = 0;; ++spins) {
     comm->fifo.observeConsumed(*comm->fifoConsumed);
     if (comm->fifo.reserve(n, first)) return ncclSuccess;

@@ -14,3 +14,15 @@ if(WEFT_GPU_TESTS)
   set_tests_properties(gpu_ipc_no_cumem PROPERTIES ENVIRONMENT "NCCL_CUMEM_ENABLE=0")
   set_tests_properties(gpu_ipc gpu_ipc_no_cumem PROPERTIES LABELS gpu TIMEOUT 300)
 endif()
+
+# Peer failure (SIGKILL, SIGSTOP of one rank's process) during collectives, send/recv and graph
+# replays; public API only, linked like coll_sweep. Needs a GPU: weft_gpu_fault_test -n 3 -g <gpus>.
+add_executable(weft_gpu_fault_test ${CMAKE_CURRENT_LIST_DIR}/fault_test.cc)
+target_include_directories(weft_gpu_fault_test PRIVATE ${WEFT_GEN_INCLUDE})
+target_link_libraries(weft_gpu_fault_test PRIVATE weft_shared CUDA::cudart_static Threads::Threads)
+target_link_options(weft_gpu_fault_test PRIVATE -Wl,--enable-new-dtags)
+target_compile_options(weft_gpu_fault_test PRIVATE -Wall -Wextra)
+if(WEFT_GPU_TESTS)
+  add_test(NAME gpu_fault COMMAND weft_gpu_fault_test -n 3 -g 1)
+  set_tests_properties(gpu_fault PROPERTIES LABELS gpu TIMEOUT 600)
+endif()

@@ -1,6 +1,5 @@
 #include "core/comm_split.h"
 #include "core/peer_info.h"
-#include "core/watchdog.h"
 
 #include <gtest/gtest.h>
 
@@ -29,9 +28,4 @@ TEST(PeerTable, TwoRanksOnOneGpuAreRefusedNamingBoth) {
   EXPECT_EQ(checkPeerTable(peers, false), ncclSuccess);
   peers[1].rank = 7;  // a corrupt entry
   EXPECT_EQ(checkPeerTable(peers, false), ncclInternalError);
-}
-
-TEST(Watchdog, FirstDeadPeerIgnoresUnwatchedRanks) {
-  EXPECT_EQ(firstDeadPeer({0, 100, 200}, {false, true, true}), -1);
-  EXPECT_EQ(firstDeadPeer({0, 100, 200}, {true, true, false}), 2);
 }

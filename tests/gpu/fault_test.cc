@@ -1,0 +1,319 @@
+// Peer failure on real GPUs. One process per rank (ranks share GPUs when -g is smaller than -n:
+// the test then sets NCCL_WEFT_ALLOW_GPU_SHARING=1), the last rank is the victim:
+//   kill-allreduce  the victim is SIGKILLed while the others wait for it in an all_reduce
+//   kill-sendrecv   ... in one group of sends and receives to every peer
+//   kill-graph      ... in the replay of a CUDA graph of an all_reduce that every rank captured
+//   stop-continue   the victim is stopped (SIGSTOP) for 1.5 s and continued: all complete, no error
+//   stop-too-long   the victim stays stopped: the others fail after NCCL_TIMEOUT (set to 4 s here)
+// A survivor must see ncclRemoteError from ncclCommGetAsyncError within a deadline and a last error
+// naming the victim's rank ("exited" or "stopped"); ncclCommAbort must return promptly and the
+// stream must drain; then the survivors build a new communicator among themselves and check an
+// all_reduce on it. The parent reaps the victim only after the survivors are done, so the dead
+// victim is a zombie meanwhile (its pid still answers kill(pid, 0)).
+//   weft_gpu_fault_test [-n ranks (3)] [-g gpus (1)] [--only scenario]
+// Uses only nccl.h, so it also shows what another libnccl.so.2 does (a hang is reported as one).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "nccl.h"
+
+namespace {
+
+constexpr int kChildAlarmSeconds = 90;   // a child still running after this is a hang
+constexpr double kDeathLimitSeconds = 5;  // victim's death to the survivors' error
+constexpr double kAbortLimitSeconds = 10;
+constexpr size_t kCount = 1 << 20;        // floats per buffer
+constexpr int kStopTimeoutSeconds = 4;    // NCCL_TIMEOUT for every scenario
+
+enum class Scenario { KillAllReduce, KillSendRecv, KillGraph, StopContinue, StopTooLong };
+const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph", "stop-continue", "stop-too-long"};
+
+bool isKill(Scenario s) { return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph; }
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Rank {
+  Scenario scenario;
+  int rank, nranks, dev;
+  int fails = 0;
+  void verdict(bool ok, const char* what, const std::string& detail) {
+    std::printf("%s %s rank %d: %s%s%s\n", ok ? "PASS" : "FAIL", kNames[(int)scenario], rank, what,
+                detail.empty() ? "" : ": ", detail.c_str());
+    std::fflush(stdout);
+    fails += ok ? 0 : 1;
+  }
+  [[noreturn]] void fatal(const char* what, const std::string& detail) {
+    verdict(false, what, detail);
+    _exit(1);
+  }
+};
+
+std::string text(ncclResult_t r) { return ncclGetErrorString(r); }
+
+bool readAll(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t k = read(fd, c, n);
+    if (k <= 0) return false;
+    c += k;
+    n -= (size_t)k;
+  }
+  return true;
+}
+
+// Fills `buf` with value, runs the all_reduce on `comm` and checks every element against the sum
+// over the ranks of (rank + 1).
+bool checkedAllReduce(ncclComm_t comm, int rank, int nranks, float* buf, cudaStream_t s, std::string* why) {
+  std::vector<float> host(kCount, (float)(rank + 1));
+  cudaMemcpy(buf, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice);
+  ncclResult_t r = ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, comm, s);
+  if (r != ncclSuccess) return *why = "ncclAllReduce: " + text(r), false;
+  if (cudaStreamSynchronize(s) != cudaSuccess) return *why = "cudaStreamSynchronize failed", false;
+  cudaMemcpy(host.data(), buf, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+  const float want = (float)nranks * (nranks + 1) / 2;
+  for (size_t i = 0; i < kCount; ++i) {
+    if (host[i] != want) return *why = "element " + std::to_string(i) + " is " + std::to_string(host[i]) +
+                                       ", want " + std::to_string(want), false;
+  }
+  return true;
+}
+
+// What a survivor enqueues once the victim is gone or stopped.
+ncclResult_t enqueueWaitingOp(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g) {
+  switch (x.scenario) {
+    case Scenario::KillSendRecv: {
+      const size_t slot = kCount / x.nranks;
+      ncclGroupStart();
+      for (int p = 0; p < x.nranks; ++p) {
+        if (p == x.rank) continue;
+        ncclSend(send + p * slot, slot, ncclFloat, p, comm, s);
+        ncclRecv(recv + p * slot, slot, ncclFloat, p, comm, s);
+      }
+      return ncclGroupEnd();
+    }
+    case Scenario::KillGraph:
+      return cudaGraphLaunch(g, s) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    default:
+      return ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
+  }
+}
+
+void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g,
+              const ncclUniqueId& recoveryId) {
+  const int victim = x.nranks - 1;
+  const double t0 = now();
+  ncclResult_t r = enqueueWaitingOp(x, comm, send, recv, s, g);
+  if (r != ncclSuccess && r != ncclInProgress && r != ncclRemoteError) x.fatal("enqueue", text(r));
+  if (x.scenario == Scenario::StopContinue) {
+    std::string why;
+    ncclResult_t async = ncclSuccess;
+    const bool done = cudaStreamSynchronize(s) == cudaSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    x.verdict(done && async == ncclSuccess, "the all_reduce completes after the peer continues",
+              "waited " + std::to_string(now() - t0) + " s, async error " + text(async));
+    // Every rank's send buffer still holds the warm-up's sum W, so each element is now nranks * W.
+    std::vector<float> host(kCount);
+    cudaMemcpy(host.data(), recv, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+    const float want = (float)x.nranks * x.nranks * (x.nranks + 1) / 2;
+    size_t bad = 0;
+    for (float v : host) bad += v != want;
+    x.verdict(bad == 0, "its result is right", std::to_string(bad) + " wrong elements");
+    // The next all_reduce must still be right: the communicator is not poisoned.
+    x.verdict(checkedAllReduce(comm, x.rank, x.nranks, send, s, &why), "a checked all_reduce after it", why);
+    ncclCommDestroy(comm);
+    return;
+  }
+  ncclResult_t async = ncclSuccess;
+  const double limit = (x.scenario == Scenario::StopTooLong ? kStopTimeoutSeconds : 0) + kDeathLimitSeconds;
+  while (now() - t0 < limit + 20) {
+    ncclCommGetAsyncError(comm, &async);
+    if (async != ncclSuccess && async != ncclInProgress) break;
+    if (cudaStreamQuery(s) == cudaSuccess) break;  // completed without the victim: wrong
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double seen = now() - t0;
+  const std::string last = ncclGetLastError(comm);
+  x.verdict(async == ncclRemoteError, "ncclCommGetAsyncError reports ncclRemoteError",
+            "got " + text(async) + " after " + std::to_string(seen) + " s");
+  x.verdict(seen <= limit, "within the deadline", std::to_string(seen) + " s (limit " + std::to_string(limit) + " s)");
+  const std::string who = "peer rank " + std::to_string(victim);
+  const char* how = x.scenario == Scenario::StopTooLong ? "stopped" : "exited";
+  x.verdict(last.find(who) != std::string::npos && last.find(how) != std::string::npos,
+            "the last error names the peer and what happened", last);
+  const double a0 = now();
+  r = ncclCommAbort(comm);
+  const double took = now() - a0;
+  x.verdict(r == ncclSuccess && took <= kAbortLimitSeconds, "ncclCommAbort returns promptly",
+            text(r) + " in " + std::to_string(took) + " s");
+  cudaError_t q = cudaStreamQuery(s);
+  for (const double d0 = now(); q == cudaErrorNotReady && now() - d0 < 10;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    q = cudaStreamQuery(s);
+  }
+  if (q != cudaSuccess) x.fatal("the stream drains after the abort", cudaGetErrorString(q));
+  x.verdict(true, "the stream drains after the abort", "");
+  // A fresh communicator of the survivors works.
+  ncclComm_t fresh = nullptr;
+  r = ncclCommInitRank(&fresh, x.nranks - 1, recoveryId, x.rank);
+  if (r != ncclSuccess) x.fatal("a new communicator of the survivors", "ncclCommInitRank: " + text(r));
+  std::string why;
+  x.verdict(checkedAllReduce(fresh, x.rank, x.nranks - 1, send, s, &why), "a checked all_reduce among the survivors", why);
+  ncclCommDestroy(fresh);
+}
+
+int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::vector<int>& idWrites) {
+  alarm(kChildAlarmSeconds);
+  Rank x{sc, rank, nranks, rank % gpus};
+  cudaSetDevice(x.dev);
+  ncclUniqueId ids[2];  // the communicator of all ranks; the survivors' new one
+  if (rank == 0) {
+    for (ncclUniqueId& id : ids) {
+      if (ncclGetUniqueId(&id) != ncclSuccess) x.fatal("ncclGetUniqueId", "");
+    }
+    for (int fd : idWrites) {
+      if (write(fd, ids, sizeof(ids)) != (ssize_t)sizeof(ids)) x.fatal("sending the unique ids", "");
+    }
+  } else if (!readAll(idRead, ids, sizeof(ids))) {
+    x.fatal("receiving the unique ids", "");
+  }
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, ids[0], rank);
+  if (r != ncclSuccess) x.fatal("ncclCommInitRank", text(r));
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  float *send = nullptr, *recv = nullptr;
+  if (cudaMalloc(&send, kCount * sizeof(float)) != cudaSuccess || cudaMalloc(&recv, kCount * sizeof(float)) != cudaSuccess) {
+    x.fatal("cudaMalloc", "");
+  }
+  std::string why;
+  if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("warm-up all_reduce", why);
+  cudaGraphExec_t graph = nullptr;
+  if (sc == Scenario::KillGraph) {  // every rank captures (connections are made at capture) and replays once
+    cudaGraph_t g;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess || r != ncclSuccess) x.fatal("capturing an all_reduce", text(r));
+    if (cudaGraphInstantiate(&graph, g, 0) != cudaSuccess) x.fatal("cudaGraphInstantiate", "");
+    if (cudaGraphLaunch(graph, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) x.fatal("graph replay", "");
+  }
+  if (sc == Scenario::KillSendRecv) {  // connect every pair first, so that the survivors wait in the data path
+    if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
+      x.fatal("warm-up send/recv", "");
+    }
+  }
+  if (rank == nranks - 1) {  // the victim
+    if (isKill(sc)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors are waiting by now
+      raise(SIGKILL);
+    }
+    raise(SIGSTOP);  // stop-continue: the parent continues this process after 1.5 s
+    if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
+      x.fatal("the all_reduce after continuing", "");
+    }
+    if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("a checked all_reduce after continuing", why);
+    ncclCommDestroy(comm);
+    return 0;
+  }
+  survivor(x, comm, send, recv, s, graph, ids[1]);
+  return x.fails == 0 ? 0 : 1;
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+bool runScenario(Scenario sc, int nranks, int gpus) {
+  std::printf("== %s: %d ranks on %d GPU(s), the victim is rank %d\n", kNames[(int)sc], nranks, gpus, nranks - 1);
+  std::fflush(stdout);
+  std::vector<int> reads(nranks, -1), writes(nranks, -1);
+  for (int g = 1; g < nranks; ++g) {
+    int p[2];
+    if (pipe(p) != 0) return std::perror("pipe"), false;
+    reads[g] = p[0];
+    writes[g] = p[1];
+  }
+  std::vector<pid_t> pids(nranks);
+  for (int g = 0; g < nranks; ++g) {
+    pids[g] = fork();
+    if (pids[g] < 0) return std::perror("fork"), false;
+    if (pids[g] == 0) {
+      std::vector<int> mine;
+      for (int h = 1; h < nranks; ++h) {
+        if (h != g) close(reads[h]);
+        if (g == 0) mine.push_back(writes[h]);
+        else close(writes[h]);
+      }
+      _exit(runRank(sc, g, nranks, gpus, reads[g], mine));
+    }
+  }
+  for (int g = 1; g < nranks; ++g) {
+    close(reads[g]);
+    close(writes[g]);
+  }
+  const pid_t victim = pids[nranks - 1];
+  int status = 0;
+  if (sc == Scenario::StopContinue) {
+    if (waitpid(victim, &status, WUNTRACED) == victim && WIFSTOPPED(status)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      kill(victim, SIGCONT);
+    }
+  }
+  bool ok = true;
+  for (int g = 0; g + 1 < nranks; ++g) {  // survivors first: the dead victim stays a zombie meanwhile
+    waitpid(pids[g], &status, 0);
+    const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!good) std::printf("FAIL %s rank %d: %s\n", kNames[(int)sc], g, describe(status).c_str());
+    ok = ok && good;
+  }
+  if (sc == Scenario::StopTooLong) kill(victim, SIGKILL);
+  waitpid(victim, &status, 0);
+  const bool victimOk = sc == Scenario::StopContinue ? (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                                                      : (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  if (!victimOk) std::printf("FAIL %s victim rank %d: %s\n", kNames[(int)sc], nranks - 1, describe(status).c_str());
+  std::printf("%s %s\n", ok && victimOk ? "PASSED" : "FAILED", kNames[(int)sc]);
+  std::fflush(stdout);
+  return ok && victimOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int nranks = 3, gpus = 1;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-n" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else if (a == "-g" && i + 1 < argc) gpus = std::atoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [-n ranks (>= 2, default 3)] [-g gpus (default 1)] [--only scenario]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (nranks < 2 || gpus < 1) return std::fprintf(stderr, "need -n >= 2 and -g >= 1\n"), 2;
+  // Set before any library call: every child inherits them.
+  if (nranks > gpus) setenv("NCCL_WEFT_ALLOW_GPU_SHARING", "1", 1);
+  setenv("NCCL_TIMEOUT", std::to_string(kStopTimeoutSeconds).c_str(), 1);
+  int failed = 0, ran = 0;
+  for (int s = 0; s < 5; ++s) {
+    if (!only.empty() && only != kNames[s]) continue;
+    ++ran;
+    failed += runScenario((Scenario)s, nranks, gpus) ? 0 : 1;
+  }
+  if (ran == 0) return std::fprintf(stderr, "no scenario named %s\n", only.c_str()), 2;
+  std::printf("%d of %d scenarios passed\n", ran - failed, ran);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,132 @@
+// The peer watchdog's pieces: reading /proc/<pid>/stat, the per-communicator decisions, and real
+// child processes that run, stop, continue, die unreaped (zombies) and are reaped.
+#include "core/watchdog.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+using namespace weft::core;
+using Event = PeerWatch::Event;
+
+namespace {
+
+// A /proc/<pid>/stat line with the given name, state and start time (field 22).
+std::string statLine(const std::string& name, char state, unsigned long long start) {
+  std::string s = "4242 (" + name + ") " + state;
+  for (int field = 4; field <= 21; ++field) s += " " + std::to_string(field);
+  return s + " " + std::to_string(start) + " 23 24 25";
+}
+
+// Polls a real process until it reaches `want` (the kernel applies signals asynchronously).
+ProcessState waitForState(pid_t pid, uint64_t start, ProcessState want) {
+  ProcessState s = probeProcess(pid, start);
+  for (int i = 0; i < 400 && s != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    s = probeProcess(pid, start);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(ProcStat, FieldsAreFoundAfterTheLastParenthesis) {
+  EXPECT_EQ(processStartFromStat(statLine("python3", 'S', 98765)), 98765u);
+  // A command name may contain spaces and ") " itself: the fields start after the LAST ")".
+  EXPECT_EQ(processStartFromStat(statLine("evil) Z 1 (x", 'R', 555)), 555u);
+  EXPECT_EQ(processStateFromStat(statLine("evil) Z 1 (x", 'R', 555), 555), ProcessState::Running);
+  EXPECT_EQ(processStartFromStat("garbage"), 0u);
+  EXPECT_EQ(processStartFromStat("1 (short) S 2 3"), 0u);
+}
+
+TEST(ProcStat, StatesMapToRunningStoppedGone) {
+  EXPECT_EQ(processStateFromStat(statLine("a", 'R', 7), 7), ProcessState::Running);
+  EXPECT_EQ(processStateFromStat(statLine("a", 'S', 7), 7), ProcessState::Running);
+  EXPECT_EQ(processStateFromStat(statLine("a", 'D', 7), 7), ProcessState::Running);
+  EXPECT_EQ(processStateFromStat(statLine("a", 'T', 7), 7), ProcessState::Stopped);
+  EXPECT_EQ(processStateFromStat(statLine("a", 't', 7), 7), ProcessState::Stopped);
+  EXPECT_EQ(processStateFromStat(statLine("a", 'Z', 7), 7), ProcessState::Gone);
+  EXPECT_EQ(processStateFromStat(statLine("a", 'X', 7), 7), ProcessState::Gone);
+  // Same pid, another start time: the peer is gone and its pid was given to a new process.
+  EXPECT_EQ(processStateFromStat(statLine("a", 'S', 8), 7), ProcessState::Gone);
+  EXPECT_EQ(processStateFromStat(statLine("a", 'S', 8), 0), ProcessState::Running);  // start unknown
+  // Nothing readable (hidepid, no /proc): no verdict beyond what kill() said.
+  EXPECT_EQ(processStateFromStat("", 7), ProcessState::Running);
+}
+
+TEST(PeerWatch, StoppedThenContinuedIsReportedOnceEach) {
+  PeerWatch w({false, true, true});
+  const auto R = ProcessState::Running, S = ProcessState::Stopped;
+  EXPECT_TRUE(w.update({R, R, R}, 0.0, 10).empty());
+  auto e = w.update({R, S, R}, 1.0, 10);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, Event::Stopped);
+  EXPECT_EQ(e[0].rank, 1);
+  EXPECT_TRUE(w.update({R, S, R}, 5.0, 10).empty());
+  e = w.update({R, R, R}, 7.5, 10);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, Event::Continued);
+  EXPECT_DOUBLE_EQ(e[0].seconds, 6.5);
+  EXPECT_FALSE(w.over());
+}
+
+TEST(PeerWatch, StoppedLongerThanTheTimeoutEndsTheWatch) {
+  PeerWatch w({false, true});
+  const auto R = ProcessState::Running, S = ProcessState::Stopped;
+  EXPECT_EQ(w.update({R, S}, 100.0, 3).size(), 1u);
+  EXPECT_TRUE(w.update({R, S}, 102.9, 3).empty());
+  auto e = w.update({R, S}, 103.5, 3);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, Event::StoppedTooLong);
+  EXPECT_DOUBLE_EQ(e[0].seconds, 3.5);
+  EXPECT_TRUE(w.over());
+  EXPECT_TRUE(w.update({R, ProcessState::Gone}, 104.0, 3).empty());  // one verdict only
+  // Timeout 0: a stopped peer is waited for forever.
+  PeerWatch forever({false, true});
+  forever.update({R, S}, 0.0, 0);
+  EXPECT_TRUE(forever.update({R, S}, 1e6, 0).empty());
+}
+
+TEST(PeerWatch, GoneIsReportedForWatchedRanksOnly) {
+  PeerWatch w({false, true, false, true});
+  const auto R = ProcessState::Running, G = ProcessState::Gone;
+  EXPECT_TRUE(w.update({G, R, G, R}, 0.0, 10).empty());  // ranks 0 and 2 are not watched (this process, another host)
+  auto e = w.update({R, R, R, G}, 1.0, 10);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, Event::Gone);
+  EXPECT_EQ(e[0].rank, 3);
+  EXPECT_TRUE(w.over());
+}
+
+TEST(ProcStat, RealChildRunsStopsContinuesAndDies) {
+  const uint64_t myStart = processStartFromStat(readProcStat("self"));
+  ASSERT_NE(myStart, 0u) << "no /proc/self/stat";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) pause();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const uint64_t start = processStartFromStat(readProcStat(std::to_string(child)));
+  EXPECT_NE(start, 0u);
+  EXPECT_EQ(waitForState(child, start, ProcessState::Running), ProcessState::Running);
+  kill(child, SIGSTOP);
+  EXPECT_EQ(waitForState(child, start, ProcessState::Stopped), ProcessState::Stopped);
+  kill(child, SIGCONT);
+  EXPECT_EQ(waitForState(child, start, ProcessState::Running), ProcessState::Running);
+  // A start time that is not the child's: its pid now names "another" process.
+  EXPECT_EQ(probeProcess(child, start + 1), ProcessState::Gone);
+  // Killed but not reaped: a zombie, which kill(pid, 0) alone still calls alive.
+  kill(child, SIGKILL);
+  EXPECT_EQ(waitForState(child, start, ProcessState::Gone), ProcessState::Gone);
+  EXPECT_EQ(kill(child, 0), 0) << "the child should still be a zombie here";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(probeProcess(child, start), ProcessState::Gone);
+}
