@@ -26,6 +26,8 @@ const param::IntParam kInlineSumBytes{"NCCL_WEFT_INLINE_SUM_BYTES", (int64_t)kIn
 // (sm_90: programmatic dependent launch), so a launch's set-up overlaps the end of the kernel
 // before it (arch::waitPreviousGrid). 2xH200, CUDA graph, all_reduce 64 B-32 KiB: 5.3-6.2 ->
 // 4.8-5.6 us; 256 KiB-16 MiB busbw +3-12 % (session 7). 0: plain launches.
+// Blocks for send/receive to self beside the channels (planner.h defaultCopyLanes); 0: the default.
+const param::IntParam kCopyLanes{"NCCL_WEFT_COPY_LANES", 0};
 const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
 // For measurements and tests: launches of at most this many items (default and most:
 // kMaxInlineWorks) carry them inline; 0 sends every launch through the FIFO.
@@ -53,7 +55,8 @@ PlanShape makeShape(ncclComm* comm) {
   s.nRanks = comm->nRanks;
   s.nChannels = comm->nChannels;
   s.stepBytes = comm->stepBytes;
-  s.copyLanes = defaultCopyLanes(comm->nChannels);
+  s.copyLanes = kCopyLanes.get() > 0 ? (int)std::min<int64_t>(kCopyLanes.get(), dev::kMaxChannels - comm->nChannels)
+                                     : defaultCopyLanes(comm->nChannels);
   s.tuning = comm->tuning;
   s.constants = &comm->tuningConstants;
   s.minCollChannels = comm->minCollChannels;

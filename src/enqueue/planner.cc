@@ -313,7 +313,8 @@ int specialKernelOfLaunch(const PlannedLaunch& launch, uint64_t inlineSumBytes) 
 }
 
 int defaultCopyLanes(int nChannels) {
-  return std::clamp(nChannels / 2, 1, std::max(0, dev::kMaxChannels - nChannels));
+  const int room = dev::kMaxChannels - nChannels;  // none: self copies share the channels
+  return room <= 0 ? 0 : std::min(std::max(nChannels / 2, kMinCopyLanes), room);
 }
 
 int collectiveChannels(size_t bytes, const PlanShape& shape) {
@@ -410,10 +411,35 @@ Status estimateTasks(const std::vector<Task>& tasks, const PlanShape& shape, dou
   return ncclSuccess;
 }
 
+namespace {
+
+// One rank: true when the i-th non-empty send (to self) and the i-th non-empty receive have equal
+// sizes for every i. Anything else is left to planPointToPoint, which reports it.
+bool selfPairsMatch(const std::vector<Task>& tasks) {
+  std::vector<size_t> sends, recvs;
+  for (const Task& t : tasks) {
+    if (!t.isP2p() || t.count == 0) continue;
+    (t.kind == TaskKind::kSend ? sends : recvs).push_back(t.bytes());
+  }
+  return sends == recvs;
+}
+
+}  // namespace
+
 void takeLocalCopies(std::vector<Task>* tasks, int nRanks, std::vector<LocalCopy>* copies) {
   if (nRanks != 1) return;
-  size_t kept = 0;
+  const bool pairs = selfPairsMatch(*tasks);
+  std::vector<const void*> sources;  // the sends to self, in order, until their receives come
+  std::vector<LocalCopy> selfCopies;
+  size_t kept = 0, nextSend = 0;
   for (Task& t : *tasks) {
+    if (t.isP2p() && pairs) {
+      if (t.count > 0) {
+        if (t.kind == TaskKind::kSend) sources.push_back(t.sendBuff);
+        else selfCopies.push_back({t.recvBuff, nullptr, t.bytes()});
+      }
+      continue;
+    }
     if (t.isP2p() || t.redOp == dev::kRedPreMulSum) {
       (*tasks)[kept++] = t;
       continue;
@@ -421,6 +447,12 @@ void takeLocalCopies(std::vector<Task>* tasks, int nRanks, std::vector<LocalCopy
     if (t.bytes() > 0 && t.sendBuff != t.recvBuff) copies->push_back({t.recvBuff, t.sendBuff, t.bytes()});
   }
   tasks->resize(kept);
+  // Point-to-point work runs after the collectives (planTasks' order); the i-th receive gets the
+  // i-th send's bytes.
+  for (LocalCopy& c : selfCopies) {
+    c.src = sources[nextSend++];
+    if (c.src != c.dst) copies->push_back(c);
+  }
 }
 
 Status planTasks(const std::vector<Task>& tasks, const PlanShape& shape, std::vector<PlannedLaunch>* launches) {

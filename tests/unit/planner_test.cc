@@ -80,21 +80,55 @@ TEST(Planner, OneRankCollectivesBecomeCopiesExceptUserScaling) {
   std::vector<Task> tasks = all;
   std::vector<LocalCopy> copies;
   takeLocalCopies(&tasks, 1, &copies);
-  ASSERT_EQ(tasks.size(), 3u);  // the PreMulSum and the point-to-point pair stay, in order
+  ASSERT_EQ(tasks.size(), 1u);  // only the PreMulSum needs the kernel
   EXPECT_EQ(tasks[0].redOp, dev::kRedPreMulSum);
-  EXPECT_EQ(tasks[1].kind, TaskKind::kSend);
-  EXPECT_EQ(tasks[2].kind, TaskKind::kRecv);
-  ASSERT_EQ(copies.size(), 2u);  // empty and in-place ones are nothing
+  ASSERT_EQ(copies.size(), 3u);  // empty and in-place ones are nothing; the self pair comes last
   EXPECT_EQ(copies[0].dst, gather.recvBuff);
   EXPECT_EQ(copies[0].src, gather.sendBuff);
   EXPECT_EQ(copies[0].bytes, 80u);
   EXPECT_EQ(copies[1].bytes, 12u);
+  EXPECT_EQ(copies[2].dst, recv.recvBuff);
+  EXPECT_EQ(copies[2].src, send.sendBuff);
+  EXPECT_EQ(copies[2].bytes, 8u);
 
   tasks = all;  // with peers every task needs the kernel
   copies.clear();
   takeLocalCopies(&tasks, 2, &copies);
   EXPECT_EQ(tasks.size(), all.size());
   EXPECT_TRUE(copies.empty());
+}
+
+TEST(Planner, OneRankSelfSendsAndReceivesPairInOrderOrStayWhenTheyDoNotMatch) {
+  Task s1 = p2p(TaskKind::kSend, 0, 100), s2 = p2p(TaskKind::kSend, 0, 300);
+  Task r1 = p2p(TaskKind::kRecv, 0, 100), r2 = p2p(TaskKind::kRecv, 0, 300);
+  s2.sendBuff = reinterpret_cast<const void*>(uintptr_t(0x30000));
+  r2.recvBuff = reinterpret_cast<void*>(uintptr_t(0x40000));
+  // Receives before sends, and an empty pair between: the i-th receive gets the i-th send.
+  std::vector<Task> tasks = {r1, p2p(TaskKind::kRecv, 0, 0), r2, s1, p2p(TaskKind::kSend, 0, 0), s2};
+  std::vector<LocalCopy> copies;
+  takeLocalCopies(&tasks, 1, &copies);
+  EXPECT_TRUE(tasks.empty());
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].dst, r1.recvBuff);
+  EXPECT_EQ(copies[0].src, s1.sendBuff);
+  EXPECT_EQ(copies[0].bytes, 100u);
+  EXPECT_EQ(copies[1].dst, r2.recvBuff);
+  EXPECT_EQ(copies[1].src, s2.sendBuff);
+  EXPECT_EQ(copies[1].bytes, 300u);
+
+  // Sizes that differ, or a send without its receive: every point-to-point task stays, and the
+  // planner refuses them with its message.
+  PlanShape one = ringShape(0, 1, 1);
+  for (const std::vector<Task>& bad : {std::vector<Task>{s1, r2}, std::vector<Task>{s1, r1, s2}}) {
+    tasks = bad;
+    copies.clear();
+    takeLocalCopies(&tasks, 1, &copies);
+    EXPECT_EQ(tasks.size(), bad.size());
+    EXPECT_TRUE(copies.empty());
+    std::vector<PlannedLaunch> launches;
+    EXPECT_EQ(planTasks(tasks, one, &launches), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("pair up with equal sizes"), std::string::npos);
+  }
 }
 
 TEST(Planner, RemembersTheTunersAnswerPerKindOpTypeAndCount) {
@@ -319,10 +353,18 @@ TEST(Planner, SelfSendAndReceiveShareOneItem) {
   }
 }
 
+TEST(Planner, CopyLanesAreHalfTheChannelsButAtLeastSixteenWithinTheBlockLimit) {
+  EXPECT_EQ(defaultCopyLanes(1), kMinCopyLanes);  // one rank: a single channel
+  EXPECT_EQ(defaultCopyLanes(32), 16);
+  EXPECT_EQ(defaultCopyLanes(40), 20);
+  EXPECT_EQ(defaultCopyLanes(56), 8);  // only 8 blocks left below kMaxChannels
+  EXPECT_EQ(defaultCopyLanes(dev::kMaxChannels), 0);
+}
+
 TEST(Planner, SelfCopiesRunOnCopyLanesBesideThePeerTransfers) {
   PlanShape s = ringShape(0, 2, 4);
   s.copyLanes = defaultCopyLanes(s.nChannels);
-  ASSERT_EQ(s.copyLanes, 2);
+  ASSERT_EQ(s.copyLanes, kMinCopyLanes);
   const size_t bytes = 8 << 20;
   std::vector<Task> tasks = {p2p(TaskKind::kSend, 0, bytes), p2p(TaskKind::kRecv, 0, bytes),
                              p2p(TaskKind::kSend, 1, bytes), p2p(TaskKind::kRecv, 1, bytes)};
