@@ -199,6 +199,7 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
                    "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported; use separate buffers");
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
+    comm->noteCollective();  // a collective made of sends and receives
     return inGroup([&]() -> Status {
       for (int p = 0; p < comm->nRanks; ++p) {
         WEFT_TRY(queueExchange(comm, t, TaskKind::kSend, p, (const char*)sendbuff + p * block, nullptr));
@@ -218,6 +219,7 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
     WEFT_TRY(checkBuffer("ncclGather", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
+    comm->noteCollective();  // a collective made of sends and receives
     return inGroup([&]() -> Status {
       // In place: the root's own block is already where it belongs.
       bool inPlaceRoot = comm->rank == root && (const char*)recvbuff + root * block == sendbuff;
@@ -242,6 +244,7 @@ WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
     WEFT_TRY(checkBuffer("ncclScatter", "recvbuff", recvbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclScatter", "sendbuff", sendbuff, count));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
+    comm->noteCollective();  // a collective made of sends and receives
     return inGroup([&]() -> Status {
       bool inPlaceRoot = comm->rank == root && (const char*)sendbuff + root * block == recvbuff;
       if (comm->rank == root) {

@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "core/communicator.h"
+#include "core/op_ledger.h"
 #include "core/param.h"
 #include "core/comm_topology.h"
 #include "core/peer_info.h"
@@ -267,6 +268,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   WEFT_TRY(bootstrap::Bootstrap::init(ids.data(), (int)ids.size(), rank, nRanks, &comm->abortRequested,
                                       &comm->bootstrap));
   WEFT_TRY(exchangePeerInfo(comm));
+  if (nRanks > 1) comm->ledger = OpLedger::create(comm->commHash, rank);
 
   int lo = 1, hi = dev::kMaxChannels;
   int userLo = 1;

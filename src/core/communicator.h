@@ -24,7 +24,10 @@
 
 namespace weft::bootstrap { class Bootstrap; }
 namespace weft::transport { class P2pConnections; }
-namespace weft::core { struct PeerInfo; }
+namespace weft::core {
+struct PeerInfo;
+class OpLedger;
+}
 
 struct ncclComm {
   static constexpr uint64_t kMagic = 0x77656674436f6d6dULL;  // "weftComm"
@@ -121,8 +124,12 @@ struct ncclComm {
     uint64_t calls = 0, launches = 0, items = 0;
     double planUs = 0, writeUs = 0, launchUs = 0, totalUs = 0;
   } hostProfile;
-  uint64_t nextOpSeq() { return ++opSeq_; }
-  uint64_t opCount() const { return opSeq_; }
+  // Operations asked for so far (every call; the watchdog reads it from its thread).
+  uint64_t nextOpSeq() { return opSeq_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint64_t opCount() const { return opSeq_.load(std::memory_order_relaxed); }
+  // Collectives issued, published for the other ranks of the host (null: one rank, or no shared memory).
+  std::unique_ptr<weft::core::OpLedger> ledger;
+  void noteCollective();
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }
@@ -133,7 +140,7 @@ struct ncclComm {
   void setLastError(const char* text);
 
  private:
-  uint64_t opSeq_ = 0;
+  std::atomic<uint64_t> opSeq_{0};
   mutable std::mutex lastErrorMutex_;
   char lastError_[1024] = "";
 };

@@ -14,7 +14,9 @@
 
 #include "core/comm_init.h"
 #include "core/communicator.h"
+#include "core/op_ledger.h"
 #include "core/peer_info.h"
+#include "runtime/gpu.h"
 
 namespace weft::core {
 
@@ -23,6 +25,8 @@ const param::IntParam kPeerWaitTimeout{"NCCL_TIMEOUT", 1800};
 namespace {
 
 const param::IntParam kIntervalMs{"NCCL_WEFT_WATCHDOG_INTERVAL_MS", 100};
+const param::IntParam kHangReportSeconds{"NCCL_WEFT_HANG_REPORT_SECONDS", 60};
+constexpr double kProgressLookSeconds = 0.5;  // how often the communicator's last launch is queried
 
 // The fields after the command name: "S ppid pgrp ..." (field 3 onwards). The name is the text
 // between the first "(" and the LAST ")", so a name holding ") " cannot shift the fields.
@@ -43,12 +47,58 @@ struct Watched {
   std::vector<pid_t> pids;          // per rank: pid of a watched peer process, else 0
   std::vector<uint64_t> starts;     // per rank: its start time as it reported it (0: unknown)
   PeerWatch watch;
+  ProgressWatch progress;
+  double lastLook = 0;
 };
 
-void failCommunicator(ncclComm* comm) {
+void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError) {
   comm->setLastError(log::lastErrorOfThread());
-  comm->asyncError.store(ncclRemoteError);
+  comm->asyncError.store(code);
   requestAbort(comm);
+}
+
+// The ranks behind this one in collectives issued, or what is known when none is.
+std::string laggardsOf(ncclComm* comm) {
+  if (!comm->ledger) return "the other ranks' counts of collectives cannot be read (no shared memory)";
+  const uint64_t mine = comm->ledger->collectives();
+  std::vector<int64_t> peers(comm->nRanks, -1);
+  for (int r = 0; r < comm->nRanks; ++r) {
+    if (r != comm->rank) peers[r] = OpLedger::readPeer(comm->commHash, r);
+  }
+  std::string text = describeLaggards(comm->rank, mine, peers);
+  if (text.empty()) {
+    text = "no rank of this host has issued fewer collectives (" + std::to_string(mine) +
+           "); a peer may be slow, or sends and receives may not match";
+  }
+  return text;
+}
+
+// Looks at whether the communicator's stream work has finished; reports and fails as decided.
+void checkProgress(Watched& w, double now, double timeoutSec) {
+  if (now - w.lastLook < kProgressLookSeconds || w.watch.anyStopped()) return;  // stopped peers: PeerWatch decides
+  w.lastLook = now;
+  ncclComm* comm = w.comm;
+  bool finished = true;
+  runtime::ScopedDevice device;
+  if (isError(device.set(comm->cudaDev)) || isError(runtime::eventQuery(comm->lastLaunchEvent, &finished))) return;
+  double quiet = 0;
+  const auto verdict = w.progress.update(finished, comm->opCount(), now, (double)kHangReportSeconds.get(), timeoutSec, &quiet);
+  if (verdict == ProgressWatch::kNothing) return;
+  if (verdict == ProgressWatch::kFinishedAfterReport) {
+    WEFT_WARN("rank %d: this communicator's work has finished after all", comm->rank);
+    return;
+  }
+  const std::string laggards = laggardsOf(comm);
+  if (verdict == ProgressWatch::kReport) {
+    WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s, and no call has "
+              "come since; %s. It fails after NCCL_TIMEOUT=%.0f s of this", comm->rank,
+              (unsigned long long)comm->opCount(), quiet, laggards.c_str(), timeoutSec);
+    return;
+  }
+  WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s (NCCL_TIMEOUT); %s. "
+            "Its pending work is aborted; destroy or abort this communicator", comm->rank,
+            (unsigned long long)comm->opCount(), quiet, laggards.c_str());
+  failCommunicator(comm, laggards.find("has issued") != std::string::npos ? ncclRemoteError : ncclSystemError);
 }
 
 void report(Watched& w, const PeerWatch::Event& e, double timeoutSec) {
@@ -81,30 +131,42 @@ void report(Watched& w, const PeerWatch::Event& e, double timeoutSec) {
 struct Watchdog {
   std::mutex mutex;
   std::vector<Watched> comms;
-  std::thread thread;
+  bool started = false;
+  bool exiting = false;  // the process is exiting: the CUDA runtime may be going away
 
   void loop() {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(10, kIntervalMs.get())));
       std::lock_guard<std::mutex> lock(mutex);
+      if (exiting) return;
       const double timeoutSec = (double)kPeerWaitTimeout.get();
       for (Watched& w : comms) check(w, timeoutSec);
     }
   }
 
   static void check(Watched& w, double timeoutSec) {
-    if (w.watch.over() || isError(w.comm->asyncError.load())) return;
+    if (w.watch.over() || isError(w.comm->asyncError.load()) || w.comm->abortRequested.load()) return;
     std::vector<ProcessState> states(w.pids.size(), ProcessState::Running);
     for (size_t r = 0; r < w.pids.size(); ++r) {
       if (w.pids[r] != 0) states[r] = probeProcess(w.pids[r], w.starts[r]);
     }
-    for (const PeerWatch::Event& e : w.watch.update(states, nowSeconds(), timeoutSec)) report(w, e, timeoutSec);
+    const double now = nowSeconds();
+    for (const PeerWatch::Event& e : w.watch.update(states, now, timeoutSec)) report(w, e, timeoutSec);
+    if (!w.watch.over() && !isError(w.comm->asyncError.load())) checkProgress(w, now, timeoutSec);
   }
 };
 
 Watchdog& watchdog() {
   static Watchdog* w = new Watchdog();  // never destroyed: its thread runs until the process ends
   return *w;
+}
+
+// Registered when the thread starts, after CUDA's own exit handlers (CUDA was initialized by then),
+// so it runs before them: the thread makes no CUDA call once the process is exiting.
+void stopAtExit() {
+  Watchdog& wd = watchdog();
+  std::lock_guard<std::mutex> lock(wd.mutex);
+  wd.exiting = true;
 }
 
 }  // namespace
@@ -169,12 +231,43 @@ std::vector<PeerWatch::Event> PeerWatch::update(const std::vector<ProcessState>&
   return events;
 }
 
+bool PeerWatch::anyStopped() const {
+  return std::any_of(stoppedSince_.begin(), stoppedSince_.end(), [](double t) { return t >= 0; });
+}
+
+ProgressWatch::Verdict ProgressWatch::update(bool finished, uint64_t ops, double now, double reportSec,
+                                             double timeoutSec, double* quietFor) {
+  *quietFor = 0;
+  if (over_) return kNothing;
+  if (finished) {
+    const bool wasReported = reported_;
+    quietSince_ = -1;
+    reported_ = false;
+    return wasReported ? kFinishedAfterReport : kNothing;
+  }
+  if (quietSince_ < 0 || ops != ops_) {  // unfinished work seen for the first time, or a new call since
+    ops_ = ops;
+    quietSince_ = now;
+    reported_ = false;
+    return kNothing;
+  }
+  *quietFor = now - quietSince_;
+  if (timeoutSec > 0 && *quietFor >= timeoutSec) {
+    over_ = true;
+    return kFail;
+  }
+  if (!reported_ && reportSec > 0 && *quietFor >= reportSec) {
+    reported_ = true;
+    return kReport;
+  }
+  return kNothing;
+}
+
 void watchCommunicator(ncclComm* comm) {
   const int n = comm->nRanks;
   std::vector<pid_t> pids(n, 0);
   std::vector<uint64_t> starts(n, 0);
   std::vector<bool> watched(n, false);
-  bool any = false;
   const PeerInfo& me = comm->peers[comm->rank];
   for (int r = 0; r < n; ++r) {
     const PeerInfo& p = comm->peers[r];
@@ -187,15 +280,15 @@ void watchCommunicator(ncclComm* comm) {
     pids[r] = p.pid;
     starts[r] = p.processStart;
     watched[r] = true;
-    any = true;
   }
-  if (!any) return;
+  if (n < 2) return;
   Watchdog& wd = watchdog();
   std::lock_guard<std::mutex> lock(wd.mutex);
-  wd.comms.push_back(Watched{comm, std::move(pids), std::move(starts), PeerWatch(std::move(watched))});
-  if (!wd.thread.joinable()) {
-    wd.thread = std::thread([&wd] { wd.loop(); });
-    wd.thread.detach();
+  wd.comms.push_back(Watched{comm, std::move(pids), std::move(starts), PeerWatch(std::move(watched)), {}, 0});
+  if (!wd.started) {  // (a detached std::thread is no longer joinable(): a flag of its own)
+    wd.started = true;
+    std::atexit(stopAtExit);
+    std::thread([&wd] { wd.loop(); }).detach();
   }
 }
 

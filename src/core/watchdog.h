@@ -6,8 +6,12 @@
 //   - a peer process that is stopped (SIGSTOP, SIGTSTP, a debugger) is reported once, and again when
 //     it continues; stopped for longer than NCCL_TIMEOUT seconds (0: never) it fails the
 //     communicator the same way, with a message that says "stopped", not "exited".
-// One thread per process, started by the first communicator with peers in other processes of the
-// same pid namespace (a peer's pid means nothing in another namespace, so those are not watched).
+//   - work that has not finished for NCCL_WEFT_HANG_REPORT_SECONDS while no call came (the
+//     application waits for it) is reported, naming the ranks that have issued fewer collectives
+//     (core/op_ledger.h); unfinished for NCCL_TIMEOUT seconds, it fails the communicator. Stream
+//     launches only: a CUDA graph's replays are not seen.
+// One thread per process, started by the first communicator of more than one rank. Only peers in
+// this pid namespace are probed (a peer's pid means nothing in another namespace).
 #pragma once
 
 #include <sys/types.h>
@@ -57,10 +61,27 @@ class PeerWatch {
   // the watch is over and later calls return nothing.
   std::vector<Event> update(const std::vector<ProcessState>& states, double now, double timeoutSec);
   bool over() const { return over_; }
+  bool anyStopped() const;
 
  private:
   std::vector<bool> watched_;
   std::vector<double> stoppedSince_;  // per rank: when it was first seen stopped, or -1
+  bool over_ = false;
+};
+
+// The watchdog's decisions about one communicator's progress (unit-tested). Its work is "quiet"
+// while it is unfinished and the operation count stays the same; a new call restarts the clock.
+class ProgressWatch {
+ public:
+  enum Verdict { kNothing, kReport, kFail, kFinishedAfterReport };
+  // `finished`: all work launched so far has completed; `ops`: operations asked for so far;
+  // `reportSec` <= 0: never report; `timeoutSec` <= 0: never fail. *quietFor: seconds quiet.
+  Verdict update(bool finished, uint64_t ops, double now, double reportSec, double timeoutSec, double* quietFor);
+
+ private:
+  uint64_t ops_ = 0;
+  double quietSince_ = -1;
+  bool reported_ = false;
   bool over_ = false;
 };
 

@@ -122,6 +122,7 @@ Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
 }
 
 Status enqueueTask(ncclComm* comm, const Task& task) {
+  if (!task.isP2p()) comm->noteCollective();
   if (tGroup.depth == 0) {
     comm->tasks.push_back(task);
     Status s = launchQueued(&comm, 1);

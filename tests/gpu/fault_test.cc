@@ -5,8 +5,11 @@
 //   kill-graph      ... in the replay of a CUDA graph of an all_reduce that every rank captured
 //   stop-continue   the victim is stopped (SIGSTOP) for 1.5 s and continued: all complete, no error
 //   stop-too-long   the victim stays stopped: the others fail after NCCL_TIMEOUT (set to 4 s here)
+//   skip-call       the victim, alive and running, does not call the all_reduce: the others report
+//                   it after NCCL_WEFT_HANG_REPORT_SECONDS (2 s here) and fail after NCCL_TIMEOUT,
+//                   naming it as the rank that has issued fewer collectives
 // A survivor must see ncclRemoteError from ncclCommGetAsyncError within a deadline and a last error
-// naming the victim's rank ("exited" or "stopped"); ncclCommAbort must return promptly and the
+// naming the victim's rank ("exited", "stopped", or "has issued" fewer collectives); ncclCommAbort must return promptly and the
 // stream must drain; then the survivors build a new communicator among themselves and check an
 // all_reduce on it. The parent reaps the victim only after the survivors are done, so the dead
 // victim is a zombie meanwhile (its pid still answers kill(pid, 0)).
@@ -35,9 +38,11 @@ constexpr double kDeathLimitSeconds = 5;  // victim's death to the survivors' er
 constexpr double kAbortLimitSeconds = 10;
 constexpr size_t kCount = 1 << 20;        // floats per buffer
 constexpr int kStopTimeoutSeconds = 4;    // NCCL_TIMEOUT for every scenario
+constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for every scenario
 
-enum class Scenario { KillAllReduce, KillSendRecv, KillGraph, StopContinue, StopTooLong };
-const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph", "stop-continue", "stop-too-long"};
+enum class Scenario { KillAllReduce, KillSendRecv, KillGraph, StopContinue, StopTooLong, SkipCall };
+const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph", "stop-continue", "stop-too-long", "skip-call"};
+constexpr int kScenarios = 6;
 
 bool isKill(Scenario s) { return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph; }
 
@@ -135,7 +140,8 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
     return;
   }
   ncclResult_t async = ncclSuccess;
-  const double limit = (x.scenario == Scenario::StopTooLong ? kStopTimeoutSeconds : 0) + kDeathLimitSeconds;
+  const bool waitsForTimeout = x.scenario == Scenario::StopTooLong || x.scenario == Scenario::SkipCall;
+  const double limit = (waitsForTimeout ? kStopTimeoutSeconds : 0) + kDeathLimitSeconds;
   while (now() - t0 < limit + 20) {
     ncclCommGetAsyncError(comm, &async);
     if (async != ncclSuccess && async != ncclInProgress) break;
@@ -147,8 +153,9 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
   x.verdict(async == ncclRemoteError, "ncclCommGetAsyncError reports ncclRemoteError",
             "got " + text(async) + " after " + std::to_string(seen) + " s");
   x.verdict(seen <= limit, "within the deadline", std::to_string(seen) + " s (limit " + std::to_string(limit) + " s)");
-  const std::string who = "peer rank " + std::to_string(victim);
-  const char* how = x.scenario == Scenario::StopTooLong ? "stopped" : "exited";
+  const bool skip = x.scenario == Scenario::SkipCall;
+  const std::string who = (skip ? "rank " : "peer rank ") + std::to_string(victim);
+  const char* how = skip ? "has issued 1 collectives" : x.scenario == Scenario::StopTooLong ? "stopped" : "exited";
   x.verdict(last.find(who) != std::string::npos && last.find(how) != std::string::npos,
             "the last error names the peer and what happened", last);
   const double a0 = now();
@@ -217,6 +224,9 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors are waiting by now
       raise(SIGKILL);
     }
+    if (sc == Scenario::SkipCall) {
+      for (;;) pause();  // alive and running, but never calls; the parent kills it at the end
+    }
     raise(SIGSTOP);  // stop-continue: the parent continues this process after 1.5 s
     if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
       x.fatal("the all_reduce after continuing", "");
@@ -278,7 +288,7 @@ bool runScenario(Scenario sc, int nranks, int gpus) {
     if (!good) std::printf("FAIL %s rank %d: %s\n", kNames[(int)sc], g, describe(status).c_str());
     ok = ok && good;
   }
-  if (sc == Scenario::StopTooLong) kill(victim, SIGKILL);
+  if (sc == Scenario::StopTooLong || sc == Scenario::SkipCall) kill(victim, SIGKILL);
   waitpid(victim, &status, 0);
   const bool victimOk = sc == Scenario::StopContinue ? (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                                                       : (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
@@ -307,8 +317,9 @@ int main(int argc, char** argv) {
   // Set before any library call: every child inherits them.
   if (nranks > gpus) setenv("NCCL_WEFT_ALLOW_GPU_SHARING", "1", 1);
   setenv("NCCL_TIMEOUT", std::to_string(kStopTimeoutSeconds).c_str(), 1);
+  setenv("NCCL_WEFT_HANG_REPORT_SECONDS", std::to_string(kHangReportSeconds).c_str(), 1);
   int failed = 0, ran = 0;
-  for (int s = 0; s < 5; ++s) {
+  for (int s = 0; s < kScenarios; ++s) {
     if (!only.empty() && only != kNames[s]) continue;
     ++ran;
     failed += runScenario((Scenario)s, nranks, gpus) ? 0 : 1;

@@ -130,3 +130,30 @@ TEST(ProcStat, RealChildRunsStopsContinuesAndDies) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_EQ(probeProcess(child, start), ProcessState::Gone);
 }
+
+TEST(ProgressWatch, QuietUnfinishedWorkIsReportedThenFails) {
+  ProgressWatch p;
+  double quiet = 0;
+  EXPECT_EQ(p.update(true, 5, 0.0, 2, 4, &quiet), ProgressWatch::kNothing);   // all done
+  EXPECT_EQ(p.update(false, 6, 1.0, 2, 4, &quiet), ProgressWatch::kNothing);  // unfinished: the clock starts
+  EXPECT_EQ(p.update(false, 6, 2.5, 2, 4, &quiet), ProgressWatch::kNothing);
+  EXPECT_EQ(p.update(false, 6, 3.0, 2, 4, &quiet), ProgressWatch::kReport);
+  EXPECT_DOUBLE_EQ(quiet, 2.0);
+  EXPECT_EQ(p.update(false, 6, 4.0, 2, 4, &quiet), ProgressWatch::kNothing);  // reported once
+  EXPECT_EQ(p.update(false, 6, 5.0, 2, 4, &quiet), ProgressWatch::kFail);
+  EXPECT_EQ(p.update(false, 6, 9.0, 2, 4, &quiet), ProgressWatch::kNothing);  // one verdict only
+}
+
+TEST(ProgressWatch, NewCallsRestartTheClockAndFinishingEndsTheEpisode) {
+  ProgressWatch p;
+  double quiet = 0;
+  // A busy loop: the last launch is never seen finished, but calls keep coming. Nothing to say.
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(p.update(false, 10 + i, i * 1.0, 2, 4, &quiet), ProgressWatch::kNothing);
+  EXPECT_EQ(p.update(false, 109, 102.0, 2, 4, &quiet), ProgressWatch::kReport);
+  EXPECT_EQ(p.update(true, 109, 102.5, 2, 4, &quiet), ProgressWatch::kFinishedAfterReport);
+  EXPECT_EQ(p.update(true, 109, 103.0, 2, 4, &quiet), ProgressWatch::kNothing);
+  // Report disabled (<= 0) and no timeout (0): silent forever.
+  ProgressWatch silent;
+  silent.update(false, 1, 0.0, 0, 0, &quiet);
+  EXPECT_EQ(silent.update(false, 1, 1e6, 0, 0, &quiet), ProgressWatch::kNothing);
+}

@@ -1,0 +1,70 @@
+// The per-rank shared-memory ledgers that a hang report reads: counts cross processes, a page that
+// is not the asked rank's is never believed, and the report sentence names the ranks behind.
+#include "core/op_ledger.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+using weft::core::OpLedger;
+using weft::core::describeLaggards;
+
+namespace {
+
+uint64_t freshHash() { return std::random_device{}() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid(); }
+
+}  // namespace
+
+TEST(OpLedger, CountsAreReadByAnotherProcessAndVanishWithTheLedger) {
+  const uint64_t hash = freshHash();
+  auto mine = OpLedger::create(hash, 3);
+  if (!mine) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  EXPECT_EQ(OpLedger::readPeer(hash, 3), 0);
+  for (int i = 0; i < 5; ++i) mine->noteCollective();
+  EXPECT_EQ(mine->collectives(), 5u);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(OpLedger::readPeer(hash, 3) == 5 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "another process read another count";
+  EXPECT_EQ(OpLedger::readPeer(hash, 4), -1);      // no such rank
+  EXPECT_EQ(OpLedger::readPeer(hash + 1, 3), -1);  // no such communicator
+  mine.reset();
+  EXPECT_EQ(OpLedger::readPeer(hash, 3), -1);  // removed with its owner
+}
+
+TEST(OpLedger, AForeignOrShortPageIsNotBelieved) {
+  const uint64_t hash = freshHash();
+  // A file under the name of (hash, rank 1) holding garbage, then one too short.
+  const std::string name = OpLedger::pageName(hash, 1);
+  int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  if (fd < 0) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  std::vector<char> junk(4096, 7);
+  ASSERT_EQ(write(fd, junk.data(), junk.size()), (ssize_t)junk.size());
+  EXPECT_EQ(OpLedger::readPeer(hash, 1), -1);
+  ASSERT_EQ(ftruncate(fd, 3), 0);
+  EXPECT_EQ(OpLedger::readPeer(hash, 1), -1);
+  close(fd);
+  // The rank's own ledger replaces a stale page left under its name.
+  auto fresh = OpLedger::create(hash, 1);
+  ASSERT_TRUE(fresh);
+  fresh->noteCollective();
+  EXPECT_EQ(OpLedger::readPeer(hash, 1), 1);
+}
+
+TEST(OpLedger, TheReportNamesOnlyTheRanksBehind) {
+  EXPECT_EQ(describeLaggards(0, 7, {7, 7, 7}), "");
+  EXPECT_EQ(describeLaggards(0, 7, {-1, 9, -1}), "");  // unknown and ahead are not behind
+  const std::string text = describeLaggards(1, 7, {6, 7, 5, -1});
+  EXPECT_NE(text.find("rank 0 has issued 6 collectives"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 2 has issued 5 collectives"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rank 1 "), std::string::npos) << text;
+  EXPECT_EQ(text.find("rank 3 "), std::string::npos) << text;
+  EXPECT_NE(text.find("has not made the call"), std::string::npos) << text;
+}
