@@ -5,6 +5,8 @@
 //   kill-graph      ... in the replay of a CUDA graph of an all_reduce that every rank captured
 //   stop-continue   the victim is stopped (SIGSTOP) for 1.5 s and continued: all complete, no error
 //   stop-too-long   the victim stays stopped: the others fail after NCCL_TIMEOUT (set to 4 s here)
+//   kill-finalize   ... while the others are in ncclCommFinalize (a barrier with every rank): it
+//                   must fail promptly naming the victim, and ncclCommDestroy must return
 //   skip-call       the victim, alive and running, does not call the all_reduce: the others report
 //                   it after NCCL_WEFT_HANG_REPORT_SECONDS (2 s here) and fail after NCCL_TIMEOUT,
 //                   naming it as the rank that has issued fewer collectives
@@ -40,11 +42,15 @@ constexpr size_t kCount = 1 << 20;        // floats per buffer
 constexpr int kStopTimeoutSeconds = 4;    // NCCL_TIMEOUT for every scenario
 constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for every scenario
 
-enum class Scenario { KillAllReduce, KillSendRecv, KillGraph, StopContinue, StopTooLong, SkipCall };
-const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph", "stop-continue", "stop-too-long", "skip-call"};
-constexpr int kScenarios = 6;
+enum class Scenario { KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall };
+const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph", "kill-finalize",
+                        "stop-continue",  "stop-too-long", "skip-call"};
+constexpr int kScenarios = 7;
 
-bool isKill(Scenario s) { return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph; }
+bool isKill(Scenario s) {
+  return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph ||
+         s == Scenario::KillFinalize;
+}
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -114,8 +120,25 @@ ncclResult_t enqueueWaitingOp(Rank& x, ncclComm_t comm, float* send, float* recv
   }
 }
 
+// ncclCommFinalize waits for every rank; with one dead it must fail promptly, naming it.
+void survivorFinalize(Rank& x, ncclComm_t comm) {
+  const std::string victim = "rank " + std::to_string(x.nranks - 1);
+  double t0 = now();
+  const ncclResult_t r = ncclCommFinalize(comm);
+  const double took = now() - t0;
+  const std::string last = ncclGetLastError(comm);
+  x.verdict(r != ncclSuccess && r != ncclInProgress, "ncclCommFinalize fails", text(r));
+  x.verdict(took <= kDeathLimitSeconds, "within the deadline", std::to_string(took) + " s");
+  x.verdict(last.find(victim) != std::string::npos, "the last error names the dead rank", last);
+  t0 = now();
+  const ncclResult_t d = ncclCommDestroy(comm);
+  x.verdict(now() - t0 <= kAbortLimitSeconds, "ncclCommDestroy returns promptly",
+            text(d) + " in " + std::to_string(now() - t0) + " s");
+}
+
 void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g,
               const ncclUniqueId& recoveryId) {
+  if (x.scenario == Scenario::KillFinalize) return survivorFinalize(x, comm);
   const int victim = x.nranks - 1;
   const double t0 = now();
   ncclResult_t r = enqueueWaitingOp(x, comm, send, recv, s, g);
