@@ -182,6 +182,7 @@ Status loadKernels() {
     if (dev::protocolUsable((dev::Proto)p)) WEFT_TRY(load(dev::kernelFunction((dev::Proto)p)));
   for (int kind = dev::kSpecialNone + 1; kind < dev::kNumSpecialKinds; ++kind)
     WEFT_TRY(load(dev::specialKernelFunction(kind)));
+  WEFT_TRY(load(dev::localCopyKernel()));
   return runtime::reserveStack(stack);
 }
 
@@ -256,6 +257,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   runtime::DeviceProps props;
   WEFT_TRY(runtime::deviceProps(cudaDev, &props));
   comm->busId = props.busId;
+  comm->smCount = props.smCount;
 
   bootstrap::UniqueIdInfo idInfo;
   std::string why;

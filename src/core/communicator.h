@@ -42,6 +42,7 @@ struct ncclComm {
   int rank = -1;
   int nRanks = 0;
   int cudaDev = -1;
+  int smCount = 0;  // the GPU's multiprocessors
   std::string busId;
   uint64_t commHash = 0;  // identifies the communicator in logs (from the unique id)
   weft::core::CommConfig config;

@@ -76,13 +76,15 @@ std::string laggardsOf(ncclComm* comm) {
 // Looks at whether the communicator's stream work has finished; reports and fails as decided.
 void checkProgress(Watched& w, double now, double timeoutSec) {
   if (now - w.lastLook < kProgressLookSeconds || w.watch.anyStopped()) return;  // stopped peers: PeerWatch decides
+  const double reportSec = (double)kHangReportSeconds.get();
+  if (reportSec <= 0 && timeoutSec <= 0) return;  // both off: no CUDA call from this thread at all
   w.lastLook = now;
   ncclComm* comm = w.comm;
   bool finished = true;
   runtime::ScopedDevice device;
   if (isError(device.set(comm->cudaDev)) || isError(runtime::eventQuery(comm->lastLaunchEvent, &finished))) return;
   double quiet = 0;
-  const auto verdict = w.progress.update(finished, comm->opCount(), now, (double)kHangReportSeconds.get(), timeoutSec, &quiet);
+  const auto verdict = w.progress.update(finished, comm->opCount(), now, reportSec, timeoutSec, &quiet);
   if (verdict == ProgressWatch::kNothing) return;
   if (verdict == ProgressWatch::kFinishedAfterReport) {
     WEFT_WARN("rank %d: this communicator's work has finished after all", comm->rank);

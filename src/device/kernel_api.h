@@ -18,6 +18,12 @@ const void* kernelFunction(Proto proto);
 // kernelFunction(specialKernelProto(kind)); null for kSpecialNone or where it is not built.
 const void* specialKernelFunction(int kind);
 
+// A plain device-to-device copy kernel (local_copy.cu): params {uint4* dst, const uint4* src,
+// uint64_t words, char* dstTail, const char* srcTail, int tailBytes}, block localCopyThreads(),
+// any grid. dst and src 16-byte aligned; the last tailBytes (< 16) follow the words.
+const void* localCopyKernel();
+int localCopyThreads();
+
 // Threads per block; the kernel is compiled for exactly this many (launch bounds).
 int kernelThreads(Proto proto);
 

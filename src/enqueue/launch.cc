@@ -330,12 +330,36 @@ Status launchOne(const CommLaunches& c, size_t index, runtime::ScopedDevice* dev
   return launched;
 }
 
+// A copy of at least this many bytes captured in a CUDA graph runs as weft's copy kernel: the
+// memcpy node a captured cudaMemcpyAsync becomes slows down past 256 MiB on an H200 (session 21,
+// us at 256M/512M/1G: node 126/388/774, kernel 140/281/562; a stream's cudaMemcpyAsync 1G: 503).
+const param::IntParam kGraphCopyKernelBytes{"NCCL_WEFT_GRAPH_COPY_KERNEL_BYTES", 512 << 20};
+
+Status copyKernel(const LocalCopy& copy, int smCount, runtime::Stream stream) {
+  void* dst = copy.dst;  // the kernel's uint4 pointers, passed by value as the same bits
+  const void* src = copy.src;
+  uint64_t words = copy.bytes / 16;
+  char* dstTail = static_cast<char*>(copy.dst) + words * 16;
+  const char* srcTail = static_cast<const char*>(copy.src) + words * 16;
+  int tailBytes = (int)(copy.bytes % 16);
+  void* args[] = {&dst, &src, &words, &dstTail, &srcTail, &tailBytes};
+  return runtime::launchKernel(dev::localCopyKernel(), runtime::Dim3(std::max(1, smCount) * 4),
+                               runtime::Dim3(dev::localCopyThreads()), args, 0, stream);
+}
+
 // One rank's copies, on the stream the kernels run on.
 Status runCopies(const CommLaunches& c, runtime::ScopedDevice* device) {
   if (c.copies.empty()) return ncclSuccess;
   WEFT_TRY(device->set(c.comm->cudaDev));
-  for (const LocalCopy& copy : c.copies)
-    WEFT_TRY(runtime::deviceMemcpyAsync(copy.dst, copy.src, copy.bytes, c.streams[0]));
+  const int64_t kernelBytes = kGraphCopyKernelBytes.get();
+  for (const LocalCopy& copy : c.copies) {
+    const bool aligned = (((uintptr_t)copy.dst | (uintptr_t)copy.src) & 15) == 0;
+    if (c.capturing && aligned && kernelBytes > 0 && copy.bytes >= (uint64_t)kernelBytes) {
+      WEFT_TRY(copyKernel(copy, c.comm->smCount, c.streams[0]));
+    } else {
+      WEFT_TRY(runtime::deviceMemcpyAsync(copy.dst, copy.src, copy.bytes, c.streams[0]));
+    }
+  }
   return ncclSuccess;
 }
 
