@@ -17,6 +17,8 @@
 namespace weft::enqueue {
 namespace {
 
+// Blocks for send/receive to self beside the channels (planner.h defaultCopyLanes); 0: the default.
+const param::IntParam kCopyLanes{"NCCL_WEFT_COPY_LANES", 0};
 // 0: every launch runs its protocol's general kernel, also where a specialized one exists (A/B runs).
 const param::IntParam kSpecialKernels{"NCCL_WEFT_SPECIAL_KERNELS", 1};
 // Ring-sum launches of items up to this many bytes per channel run the inlined twin kernel
@@ -26,8 +28,6 @@ const param::IntParam kInlineSumBytes{"NCCL_WEFT_INLINE_SUM_BYTES", (int64_t)kIn
 // (sm_90: programmatic dependent launch), so a launch's set-up overlaps the end of the kernel
 // before it (arch::waitPreviousGrid). 2xH200, CUDA graph, all_reduce 64 B-32 KiB: 5.3-6.2 ->
 // 4.8-5.6 us; 256 KiB-16 MiB busbw +3-12 % (session 7). 0: plain launches.
-// Blocks for send/receive to self beside the channels (planner.h defaultCopyLanes); 0: the default.
-const param::IntParam kCopyLanes{"NCCL_WEFT_COPY_LANES", 0};
 const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
 // For measurements and tests: launches of at most this many items (default and most:
 // kMaxInlineWorks) carry them inline; 0 sends every launch through the FIFO.
