@@ -5,6 +5,7 @@
 #   iree_style_test -g G                       IREE-style C client, one process per GPU
 #   torch_dist_test.py                         PyTorch torch.distributed with weft LD_PRELOADed (if torch imports)
 #   settings_mismatch_test.py                  ranks started with different settings fail creation, named
+#   weft_gpu_fault_test -n 3 -g G              a rank killed, stopped or skipping a call: errors named, abort, recovery
 # With --ref, the same programs also run against another libnccl.so.2 (NVIDIA's NCCL) to validate the tests
 # themselves: a FAIL there is a bug in the test, not in weft.
 #
@@ -12,7 +13,7 @@
 #   --quick              coll_sweep --quick (all collectives, fewer types/ops/sizes)
 #   --gpus "1 2"         rank counts to run (default: "1 2", capped at the GPUs present)
 #   --modes LIST         coll_sweep modes (default: all = initall,groupinit,threads,procs)
-#   --only LIST          subset of: host,sweep,iree,torch,mismatch (default: all)
+#   --only LIST          subset of: host,sweep,iree,torch,mismatch,faults (default: all)
 #   --ref DIR|torch      also run against DIR/libnccl.so.2; "torch" = the NCCL of the installed PyTorch wheel
 #   --ref-only           run only against --ref (validate the tests without weft)
 #   --no-build           use the existing build
@@ -23,7 +24,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$here/build"
-quick=0 gpus="1 2" modes="all" only="host,sweep,iree,torch,mismatch" ref="" refOnly=0 doBuild=1 sweepArgs=""
+quick=0 gpus="1 2" modes="all" only="host,sweep,iree,torch,mismatch,faults" ref="" refOnly=0 doBuild=1 sweepArgs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -61,7 +62,7 @@ if [ "$doBuild" = 1 ]; then
   t0=$SECONDS
   if cmake -S "$here" -B "$build" -G Ninja -DWEFT_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         >"$logs/build.log" 2>&1 &&
-     cmake --build "$build" -j"$(nproc)" --target weft_shared coll_sweep iree_style_test >>"$logs/build.log" 2>&1; then
+     cmake --build "$build" -j"$(nproc)" --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test >>"$logs/build.log" 2>&1; then
     record build weft PASS $((SECONDS - t0)) "$logs/build.log"
   else
     record build weft FAIL $((SECONDS - t0)) "$logs/build.log"
@@ -70,6 +71,7 @@ if [ "$doBuild" = 1 ]; then
 fi
 sweep="$build/tests/gpu/coll_sweep"
 iree="$build/tests/gpu/iree_style_test"
+faults="$build/tests/gpu/weft_gpu_fault_test"
 weftLib="$build/libnccl.so.2"
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
@@ -108,7 +110,7 @@ run() {
     timeout 1800 "$@" >"$log" 2>&1
   fi
   rc=$?
-  grep -E "^(FAIL|== coll_sweep|coll_sweep[: ]|iree_style_test:|torch_dist_test|settings_mismatch_test)" "$log" | tail -20
+  grep -E "^(FAIL|== coll_sweep|coll_sweep[: ]|iree_style_test:|torch_dist_test|settings_mismatch_test|[0-9]+ of [0-9]+ scenarios)" "$log" | tail -20
   record "$name" "$lib" "$([ $rc = 0 ] && echo PASS || echo FAIL)" $((SECONDS - t0)) "$log"
 }
 
@@ -164,6 +166,11 @@ done
 # Ranks with different settings: creation fails with the setting named (weft only; NCCL does not check).
 if want mismatch && [ "$refOnly" = 0 ] && [ "$ngpu" -ge 2 ]; then
   run "settings_mismatch_test" weft "$logs/mismatch.log" python3 "$here/tests/gpu/settings_mismatch_test.py" --lib "$weftLib"
+fi
+
+# Peer failure (weft only: NVIDIA's NCCL has no peer watchdog, so its survivors would just wait).
+if want faults && [ "$refOnly" = 0 ] && [ "$ngpu" -ge 1 ] && [ -x "$faults" ]; then
+  run "weft_gpu_fault_test -n 3 -g $ngpu" weft "$logs/faults.log" "$faults" -n 3 -g "$ngpu"
 fi
 
 echo
