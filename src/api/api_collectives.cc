@@ -178,8 +178,10 @@ Status queueExchange(ncclComm_t comm, Task t, TaskKind kind, int peer, const voi
   return enqueue::enqueueTask(comm, t);
 }
 
+// Counted as one collective (the hang report's ledger), queued as one group of sends and receives.
 template <typename Body>
-Status inGroup(Body&& body) {
+Status sendReceiveCollective(ncclComm_t comm, Body&& body) {
+  comm->noteCollective();
   WEFT_TRY(enqueue::groupStart());
   Status s = body();
   if (isError(s)) enqueue::failGroup(s);
@@ -199,8 +201,7 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
                    "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported; use separate buffers");
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
-    comm->noteCollective();  // a collective made of sends and receives
-    return inGroup([&]() -> Status {
+    return sendReceiveCollective(comm, [&]() -> Status {
       for (int p = 0; p < comm->nRanks; ++p) {
         WEFT_TRY(queueExchange(comm, t, TaskKind::kSend, p, (const char*)sendbuff + p * block, nullptr));
         WEFT_TRY(queueExchange(comm, t, TaskKind::kRecv, p, nullptr, (char*)recvbuff + p * block));
@@ -219,8 +220,7 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
     WEFT_TRY(checkBuffer("ncclGather", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
-    comm->noteCollective();  // a collective made of sends and receives
-    return inGroup([&]() -> Status {
+    return sendReceiveCollective(comm, [&]() -> Status {
       // In place: the root's own block is already where it belongs.
       bool inPlaceRoot = comm->rank == root && (const char*)recvbuff + root * block == sendbuff;
       if (comm->rank == root) {
@@ -244,8 +244,7 @@ WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
     WEFT_TRY(checkBuffer("ncclScatter", "recvbuff", recvbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclScatter", "sendbuff", sendbuff, count));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
-    comm->noteCollective();  // a collective made of sends and receives
-    return inGroup([&]() -> Status {
+    return sendReceiveCollective(comm, [&]() -> Status {
       bool inPlaceRoot = comm->rank == root && (const char*)sendbuff + root * block == recvbuff;
       if (comm->rank == root) {
         for (int p = 0; p < comm->nRanks; ++p) {

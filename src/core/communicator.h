@@ -125,8 +125,13 @@ struct ncclComm {
     uint64_t calls = 0, launches = 0, items = 0;
     double planUs = 0, writeUs = 0, launchUs = 0, totalUs = 0;
   } hostProfile;
-  // Operations asked for so far (every call; the watchdog reads it from its thread).
-  uint64_t nextOpSeq() { return opSeq_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Operations asked for so far (every call; the watchdog reads it from its thread). One thread
+  // calls into a communicator at a time, so a plain store does (no read-modify-write).
+  uint64_t nextOpSeq() {
+    const uint64_t next = opSeq_.load(std::memory_order_relaxed) + 1;
+    opSeq_.store(next, std::memory_order_relaxed);
+    return next;
+  }
   uint64_t opCount() const { return opSeq_.load(std::memory_order_relaxed); }
   // Collectives issued, published for the other ranks of the host (null: one rank, or no shared memory).
   std::unique_ptr<weft::core::OpLedger> ledger;

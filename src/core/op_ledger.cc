@@ -56,7 +56,10 @@ OpLedger::~OpLedger() {
   shm_unlink(name_.c_str());
 }
 
-void OpLedger::noteCollective() { page_->collectives.fetch_add(1, std::memory_order_relaxed); }
+// Only the owning rank writes its page (one thread at a time per communicator): no read-modify-write.
+void OpLedger::noteCollective() {
+  page_->collectives.store(page_->collectives.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 
 uint64_t OpLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
 
