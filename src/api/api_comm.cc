@@ -6,6 +6,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/comm_checks.h"
 #include "core/comm_init.h"
+#include "core/comm_shrink.h"
 #include "core/comm_split.h"
 #include "core/communicator.h"
 #include "core/library.h"
@@ -237,7 +238,34 @@ WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
 
 WEFT_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return guard("ncclCommSplit", [&]() -> Status {
-    WEFT_TRY(core::checkCommUsable(comm, "ncclCommSplit"));
+    WEFT_TRY(core::checkCommParent(comm, "ncclCommSplit", /*mayHaveFailed=*/false));
     return core::splitCommunicator(comm, color, key, newcomm, config);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return guard("ncclCommShrink", [&]() -> Status {
+    WEFT_TRY(core::checkCommParent(comm, "ncclCommShrink", /*mayHaveFailed=*/true));
+    return core::shrinkCommunicator(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  });
+}
+
+// Local, as in NCCL: every rank that wants its work stopped calls it. Runs to the end here in
+// non-blocking mode too (the kernels stop within microseconds of the flag).
+WEFT_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  return guard("ncclCommRevoke", [&]() -> Status {
+    WEFT_TRY(core::checkCommHandle(comm, "ncclCommRevoke"));
+    WEFT_CHECK_ARG(revokeFlags == NCCL_REVOKE_DEFAULT, "ncclCommRevoke: revokeFlags is %d; it must be "
+                   "NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+    WEFT_CHECK_ARG(!comm->revoked.load(), "ncclCommRevoke: communicator (rank %d) was revoked already", comm->rank);
+    WEFT_CHECK_ARG(!comm->finalized, "ncclCommRevoke: communicator (rank %d) was finalized; only ncclCommDestroy may "
+                   "follow", comm->rank);
+    if (comm->asyncError.load() == ncclInProgress) {
+      WEFT_WARN("ncclCommRevoke: communicator (rank %d) is still being created; poll ncclCommGetAsyncError until it "
+                "is done, or abort it", comm->rank);
+      return ncclInvalidUsage;
+    }
+    return core::revokeCommunicator(comm);
   });
 }

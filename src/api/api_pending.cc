@@ -8,8 +8,6 @@ using weft::api::notImplemented;
 #define WEFT_PENDING(name, why, ...) \
   WEFT_API(ncclResult_t, name, __VA_ARGS__) { return notImplemented(#name, why); }
 
-WEFT_PENDING(ncclCommRevoke, "communicator revocation", ncclComm_t comm, int revokeFlags)
-WEFT_PENDING(ncclCommShrink, "communicator shrinking", ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags)
 WEFT_PENDING(ncclCommRegister, "buffer registration", const ncclComm_t comm, void* buff, size_t size, void** handle)
 WEFT_PENDING(ncclCommDeregister, "buffer registration", const ncclComm_t comm, void* handle)
 WEFT_PENDING(ncclCommWindowRegister, "symmetric windows", ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)

@@ -306,6 +306,16 @@ Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   return s;
 }
 
+void Bootstrap::setAbortFlag(const std::atomic<bool>* abort) {
+  abort_ = abort;
+  messenger_.setAbortFlag(abort);
+}
+
+void Bootstrap::forgetFailureNotices() {
+  Busy busy(busy_);
+  if (busy.owned()) messenger_.forgetFailureNotices();
+}
+
 Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
   WEFT_BOOTSTRAP_ENTER("send");
   char op[64];

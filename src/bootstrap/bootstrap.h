@@ -62,6 +62,12 @@ class Bootstrap {
   // Returns once every rank has entered the barrier.
   [[nodiscard]] Status barrier();
 
+  // ncclCommShrink and ncclCommRevoke talk over the bootstrap of a communicator that may have
+  // failed: they swap the abort flag its waits poll (null: none) and drop earlier failure notices.
+  void setAbortFlag(const std::atomic<bool>* abort);
+  const std::atomic<bool>* abortFlag() const { return abort_; }
+  void forgetFailureNotices();
+
   // "10.0.0.4:41234": where `rank` listens, for error messages ("address unknown" if not known).
   std::string peerAddress(int rank) const;
   const SocketAddress& listenAddress() const { return messenger_.listenAddress(); }

@@ -281,6 +281,17 @@ Status Messenger::failPeerGone(int peer, Status code, const std::string& what, c
   return fail(code, "%s: %s: %s", op, peerText(peer).c_str(), what.c_str());
 }
 
+void Messenger::forgetFailureNotices() {
+  // A notice may come on a connection not accepted yet: one round accepts, the next reads it.
+  for (int round = 0; round < 4; ++round) (void)progress(0);
+  for (Peer& p : peers_) {
+    p.failed = false;
+    p.failedText.clear();
+  }
+  remoteFailure_.clear();
+  remoteFailurePeer_ = -1;
+}
+
 bool Messenger::takeMessage(int peer, uint16_t type, int tag, Message* out) {
   std::vector<Message>& box = peers_[peer].inbox;
   for (size_t i = 0; i < box.size(); ++i) {

@@ -40,6 +40,12 @@ class Messenger {
   int listenFd() const { return listener_.get(); }
 
   void setPeerAddress(int peer, const SocketAddress& address) { peers_[peer].address = address; }
+  // The flag every wait polls (null: none; waits then end at their deadline or a peer's failure).
+  void setAbortFlag(const std::atomic<bool>* abort) { abort_ = abort; }
+  const std::atomic<bool>* abortFlag() const { return abort_; }
+  // Reads what has arrived, then forgets the failure notices peers have sent so far, so that an
+  // operation among the ranks still alive can start afresh after an earlier one failed.
+  void forgetFailureNotices();
   const SocketAddress& peerAddress(int peer) const { return peers_[peer].address; }
   std::string peerText(int peer) const;  // "rank 3 (10.0.0.4:41234)"
 

@@ -138,9 +138,12 @@ Status createUniqueId(ncclUniqueId* out) {
               info.root.toString().c_str());
     return ncclSuccess;
   }
+  return createRootId(out);
+}
 
+Status createRootId(ncclUniqueId* out, const SocketAddress* near) {
   Interface itf;
-  WEFT_TRY(chooseInterface(nullptr, &itf));
+  WEFT_TRY(chooseInterface(near, &itf));
   UniqueIdInfo info;
   info.jobKey = randomJobKey();
   std::unique_ptr<Root> root;

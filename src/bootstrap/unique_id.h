@@ -43,5 +43,10 @@ uint64_t randomJobKey();
 // ncclGetUniqueId: with NCCL_COMM_ID set, an id naming that address (no root is started here);
 // otherwise a root listening on the chosen interface, served by a detached thread.
 [[nodiscard]] Status createUniqueId(ncclUniqueId* out);
+// A root of its own whatever NCCL_COMM_ID says: the id of a communicator that one rank creates
+// for others while another may be forming from the same NCCL_COMM_ID (ncclCommSplit's children
+// of several colors, ncclCommShrink). `near` (may be null): an address of the parent's bootstrap,
+// so that the new root listens where the parent's ranks already reach this one.
+[[nodiscard]] Status createRootId(ncclUniqueId* out, const SocketAddress* near = nullptr);
 
 }  // namespace weft::bootstrap

@@ -25,6 +25,11 @@ Status checkCommUsable(ncclComm* comm, const char* fn) {
               "ncclSuccess before using it", fn, comm->rank);
     return ncclInvalidUsage;
   }
+  if (comm->revoked.load()) {
+    WEFT_WARN("%s: communicator (rank %d of %d) was revoked (ncclCommRevoke); only ncclCommSplit, ncclCommShrink, "
+              "ncclCommDestroy and ncclCommAbort may follow", fn, comm->rank, comm->nRanks);
+    return ncclInvalidUsage;
+  }
   if (state != ncclSuccess) {
     WEFT_WARN("%s: communicator (rank %d of %d) has failed earlier (%s) and cannot be used; see the earlier warning "
               "(ncclGetLastError) and destroy or abort it", fn, comm->rank, comm->nRanks, ncclGetErrorString(state));
@@ -32,6 +37,21 @@ Status checkCommUsable(ncclComm* comm, const char* fn) {
   }
   if (comm->abortRequested.load(std::memory_order_relaxed)) {
     WEFT_WARN("%s: communicator (rank %d) was aborted", fn, comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (comm->finalized) {
+    WEFT_WARN("%s: communicator (rank %d) was finalized; only ncclCommDestroy may follow", fn, comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+Status checkCommParent(ncclComm* comm, const char* fn, bool mayHaveFailed) {
+  WEFT_TRY(checkCommHandle(comm, fn));
+  if (!comm->revoked.load() && !mayHaveFailed) return checkCommUsable(comm, fn);
+  if (comm->asyncError.load(std::memory_order_acquire) == ncclInProgress) {
+    WEFT_WARN("%s: communicator (rank %d) is still being created; poll ncclCommGetAsyncError until it returns "
+              "ncclSuccess before using it", fn, comm->rank);
     return ncclInvalidUsage;
   }
   if (comm->finalized) {

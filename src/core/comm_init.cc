@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
@@ -337,6 +338,35 @@ Status finalizeCommunicator(ncclComm* comm) {
 void requestAbort(ncclComm* comm) {
   comm->abortRequested.store(true);
   if (comm->abortFlag) *comm->abortFlag = 1;
+}
+
+Status revokeCommunicator(ncclComm* comm) {
+  unwatchCommunicator(comm);  // its verdicts are moot now, and it must not fail the state set below
+  comm->revoked.store(true);
+  // Left raised: a CUDA graph of this communicator replayed later ends at once instead of waiting
+  // for peers that have moved on.
+  if (comm->abortFlag) *comm->abortFlag = 1;
+  if (comm->bootstrap) comm->bootstrap->setAbortFlag(nullptr);
+  if (comm->haveLaunched) {
+    runtime::ScopedDevice device;
+    WEFT_TRY(device.set(comm->cudaDev));
+    const double limit = (double)kPeerWaitTimeout.get();
+    const auto start = std::chrono::steady_clock::now();
+    for (bool done = false;;) {
+      WEFT_TRY(runtime::eventQuery(comm->lastLaunchEvent, &done));
+      if (done) break;
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (limit > 0 && waited > limit) {
+        WEFT_WARN("ncclCommRevoke (rank %d): the communicator's work has not stopped %.0f s after it was told to "
+                  "(NCCL_TIMEOUT); does other work ahead of it on the stream not finish?", comm->rank, waited);
+        return ncclSystemError;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  WEFT_INFO(log::kInit, "comm %p rank %d nRanks %d: revoked", (void*)comm, comm->rank, comm->nRanks);
+  comm->asyncError.store(ncclSuccess);
+  return ncclSuccess;
 }
 
 void freeCommunicator(ncclComm* comm) {

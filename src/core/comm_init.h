@@ -24,6 +24,12 @@ namespace weft::core {
 // Stops kernels and host waits; used by ncclCommAbort before freeing.
 void requestAbort(ncclComm* comm);
 
+// ncclCommRevoke: stops the communicator's work for good (kernels see the abort flag, which stays
+// raised) and waits up to NCCL_TIMEOUT for it to end; the communicator then stays a parent for
+// ncclCommSplit / ncclCommShrink (its bootstrap no longer polls the abort flag) and reports
+// ncclSuccess. The watchdog stops watching it.
+[[nodiscard]] Status revokeCommunicator(ncclComm* comm);
+
 // Frees everything the communicator holds. After abort it does not wait for the GPU work to end
 // gracefully (kernels saw the abort flag).
 void freeCommunicator(ncclComm* comm);

@@ -6,6 +6,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/comm_init.h"
 #include "core/communicator.h"
+#include "core/log.h"
 #include "enqueue/group.h"
 #include "runtime/gpu.h"
 
@@ -36,7 +37,7 @@ Status splitSteps(ncclComm* parent, int color, int key, ncclComm* child, int tag
   int newRank = (int)(std::find(members.begin(), members.end(), parent->rank) - members.begin());
   ncclUniqueId id;
   if (newRank == 0) {
-    WEFT_TRY(bootstrap::createUniqueId(&id));
+    WEFT_TRY(bootstrap::createRootId(&id, &parent->bootstrap->listenAddress()));
     for (size_t i = 1; i < members.size(); ++i) WEFT_TRY(parent->bootstrap->send(members[i], tag, &id, sizeof(id)));
   } else {
     WEFT_TRY(parent->bootstrap->recv(members[0], tag, &id, sizeof(id)));
@@ -46,26 +47,15 @@ Status splitSteps(ncclComm* parent, int color, int key, ncclComm* child, int tag
 
 }  // namespace
 
-Status splitCommunicator(ncclComm* parent, int color, int key, ncclComm** newcomm, const ncclConfig_t* config) {
-  WEFT_CHECK_ARG(newcomm != nullptr, "ncclCommSplit: argument 'newcomm' is NULL");
-  *newcomm = nullptr;
-  WEFT_CHECK_ARG(color >= 0 || color == NCCL_SPLIT_NOCOLOR,
-                 "ncclCommSplit: color %d is negative; use a non-negative color or NCCL_SPLIT_NOCOLOR", color);
-  CommConfig cfg;
-  WEFT_TRY(parseChildConfig(config, parent->config, "ncclCommSplit", &cfg));
-  int tag = 0x53000000 + parent->splitCount++;
-  ncclComm* child = nullptr;
-  if (color != NCCL_SPLIT_NOCOLOR) {
-    child = new ncclComm();
-    child->config = cfg;
-    child->cudaDev = parent->cudaDev;
-    child->asyncError.store(ncclInProgress);
-  }
-  auto job = [parent, color, key, child, tag]() -> Status {
+Status createChild(ncclComm* parent, ncclComm* child, std::function<Status()> steps, ncclComm** newcomm) {
+  auto job = [parent, child, steps]() -> Status {
     runtime::ScopedDevice device;
     WEFT_TRY(device.set(parent->cudaDev));
-    Status s = splitSteps(parent, color, key, child, tag);
-    if (child && isError(s)) child->asyncError.store(s);
+    Status s = steps();
+    if (child && isError(s)) {
+      if (child->asyncError.load() == ncclInProgress) child->setLastError(log::lastErrorOfThread());
+      child->asyncError.store(s);
+    }
     return s;
   };
   if (enqueue::inGroup()) {
@@ -83,6 +73,24 @@ Status splitCommunicator(ncclComm* parent, int color, int key, ncclComm** newcom
   }
   *newcomm = child;
   return ncclSuccess;
+}
+
+Status splitCommunicator(ncclComm* parent, int color, int key, ncclComm** newcomm, const ncclConfig_t* config) {
+  WEFT_CHECK_ARG(newcomm != nullptr, "ncclCommSplit: argument 'newcomm' is NULL");
+  *newcomm = nullptr;
+  WEFT_CHECK_ARG(color >= 0 || color == NCCL_SPLIT_NOCOLOR,
+                 "ncclCommSplit: color %d is negative; use a non-negative color or NCCL_SPLIT_NOCOLOR", color);
+  CommConfig cfg;
+  WEFT_TRY(parseChildConfig(config, parent->config, "ncclCommSplit", &cfg));
+  int tag = 0x53000000 + parent->splitCount++;
+  ncclComm* child = nullptr;
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    child = new ncclComm();
+    child->config = cfg;
+    child->cudaDev = parent->cudaDev;
+    child->asyncError.store(ncclInProgress);
+  }
+  return createChild(parent, child, [=] { return splitSteps(parent, color, key, child, tag); }, newcomm);
 }
 
 }  // namespace weft::core

@@ -1,6 +1,7 @@
 // ncclCommSplit: ranks of a parent that pass the same color form a child, ordered by key.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -22,5 +23,11 @@ std::vector<int> splitMembers(const std::vector<SplitEntry>& all, int color);
 // Collective over the parent. *newcomm is NULL for NCCL_SPLIT_NOCOLOR.
 [[nodiscard]] Status splitCommunicator(ncclComm* parent, int color, int key, ncclComm** newcomm,
                                        const ncclConfig_t* config);
+
+// Runs `steps` (talk to the parent's ranks, then create `child`) on the parent's device: now, or
+// at the group's end inside a group (*newcomm is then set at once and completes there). On
+// failure now, the child is freed and *newcomm stays NULL. `child` may be null (no child here).
+[[nodiscard]] Status createChild(ncclComm* parent, ncclComm* child, std::function<Status()> steps,
+                                 ncclComm** newcomm);
 
 }  // namespace weft::core

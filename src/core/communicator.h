@@ -53,6 +53,8 @@ struct ncclComm {
   volatile uint32_t* abortFlag = nullptr;   // host-mapped, read by kernels (device view: abortFlagDev)
   volatile uint32_t* abortFlagDev = nullptr;
   bool finalized = false;
+  // ncclCommRevoke: its work was stopped for good; only split, shrink, destroy and abort may follow.
+  std::atomic<bool> revoked{false};
   std::thread initThread;  // a non-blocking creation in progress
   int splitCount = 0;      // ncclCommSplit calls so far (tags their messages)
 

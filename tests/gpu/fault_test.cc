@@ -10,6 +10,14 @@
 //   skip-call       the victim, alive and running, does not call the all_reduce: the others report
 //                   it after NCCL_WEFT_HANG_REPORT_SECONDS (2 s here) and fail after NCCL_TIMEOUT,
 //                   naming it as the rank that has issued fewer collectives
+//   kill-shrink     as kill-allreduce, then the survivors ncclCommShrink the victim away with
+//                   NCCL_SHRINK_ABORT and check an all_reduce on the shrunk communicator
+//   revoke-shrink   the victim, alive, does not call the all_reduce; after 1 s the survivors
+//                   ncclCommRevoke (their kernels must stop at once, before any timeout), check
+//                   that the parent refuses collectives, then shrink (default flags) and check
+//   shrink-alive    nothing fails: the survivors shrink the victim away while it waits to call an
+//                   all_reduce on the parent, check one on the child, then every rank, the
+//                   victim too, checks one on the parent (a shrink leaves the parent working)
 // A survivor must see ncclRemoteError from ncclCommGetAsyncError within a deadline and a last error
 // naming the victim's rank ("exited", "stopped", or "has issued" fewer collectives); ncclCommAbort must return promptly and the
 // stream must drain; then the survivors build a new communicator among themselves and check an
@@ -42,14 +50,21 @@ constexpr size_t kCount = 1 << 20;        // floats per buffer
 constexpr int kStopTimeoutSeconds = 4;    // NCCL_TIMEOUT for every scenario
 constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for every scenario
 
-enum class Scenario { KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall };
-const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph", "kill-finalize",
-                        "stop-continue",  "stop-too-long", "skip-call"};
-constexpr int kScenarios = 7;
+enum class Scenario {
+  KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
+  KillShrink, RevokeShrink, ShrinkAlive
+};
+const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph",  "kill-finalize", "stop-continue",
+                        "stop-too-long",  "skip-call",     "kill-shrink", "revoke-shrink", "shrink-alive"};
+constexpr int kScenarios = 10;
 
 bool isKill(Scenario s) {
   return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph ||
-         s == Scenario::KillFinalize;
+         s == Scenario::KillFinalize || s == Scenario::KillShrink;
+}
+// The victim stays alive without calling; the parent kills it once the survivors are done.
+bool victimIdles(Scenario s) {
+  return s == Scenario::StopTooLong || s == Scenario::SkipCall || s == Scenario::RevokeShrink;
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -120,6 +135,70 @@ ncclResult_t enqueueWaitingOp(Rank& x, ncclComm_t comm, float* send, float* recv
   }
 }
 
+// Polls the stream for up to `limit` seconds; true once its work has ended.
+bool drains(cudaStream_t s, double limit, std::string* why) {
+  cudaError_t q = cudaStreamQuery(s);
+  for (const double d0 = now(); q == cudaErrorNotReady && now() - d0 < limit;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    q = cudaStreamQuery(s);
+  }
+  *why = cudaGetErrorString(q);
+  return q == cudaSuccess;
+}
+
+// ncclCommShrink without the victim (the last rank), then a checked all_reduce on the child.
+void shrinkAndCheck(Rank& x, ncclComm_t comm, float* buf, cudaStream_t s, int flags) {
+  int victim = x.nranks - 1;
+  ncclComm_t child = nullptr;
+  const double t0 = now();
+  const ncclResult_t r = ncclCommShrink(comm, &victim, 1, &child, nullptr, flags);
+  const double took = now() - t0;
+  x.verdict(r == ncclSuccess && child != nullptr && took <= kAbortLimitSeconds, "ncclCommShrink without the victim",
+            text(r) + " in " + std::to_string(took) + " s" + (r == ncclSuccess ? "" : std::string(": ") + ncclGetLastError(comm)));
+  if (r != ncclSuccess || child == nullptr) return;
+  int count = 0, me = -1;
+  ncclCommCount(child, &count);
+  ncclCommUserRank(child, &me);
+  x.verdict(count == x.nranks - 1 && me == x.rank, "the shrunk communicator holds the survivors in order",
+            std::to_string(count) + " ranks, this one is rank " + std::to_string(me));
+  std::string why;
+  x.verdict(checkedAllReduce(child, x.rank, x.nranks - 1, buf, s, &why), "a checked all_reduce on it", why);
+  x.verdict(ncclCommDestroy(child) == ncclSuccess, "ncclCommDestroy of the shrunk communicator", "");
+}
+
+// revoke-shrink: the survivors' all_reduce waits for the idle victim; ncclCommRevoke stops it.
+void survivorRevoke(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s) {
+  ncclResult_t r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
+  if (r != ncclSuccess) x.fatal("enqueue", text(r));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  x.verdict(cudaStreamQuery(s) == cudaErrorNotReady, "the all_reduce waits for the victim", "");
+  const double t0 = now();
+  r = ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT);
+  const double took = now() - t0;
+  std::string why;
+  const bool drained = drains(s, 0.0, &why);  // ncclCommRevoke returns once the work has stopped
+  x.verdict(r == ncclSuccess && took <= 1.0 && drained, "ncclCommRevoke stops the waiting all_reduce at once",
+            text(r) + " in " + std::to_string(took) + " s, stream: " + why);
+  ncclResult_t async = ncclInProgress;
+  ncclCommGetAsyncError(comm, &async);
+  x.verdict(async == ncclSuccess, "a revoked communicator reports ncclSuccess", text(async));
+  r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
+  x.verdict(r == ncclInvalidUsage, "the revoked communicator refuses an all_reduce", text(r));
+  shrinkAndCheck(x, comm, send, s, NCCL_SHRINK_DEFAULT);
+  const double d0 = now();
+  r = ncclCommDestroy(comm);
+  x.verdict(r == ncclSuccess && now() - d0 <= kAbortLimitSeconds, "ncclCommDestroy of the revoked parent",
+            text(r) + " in " + std::to_string(now() - d0) + " s");
+}
+
+// shrink-alive: nothing failed; the parent keeps working after the survivors shrink.
+void survivorShrinkAlive(Rank& x, ncclComm_t comm, float* buf, cudaStream_t s) {
+  shrinkAndCheck(x, comm, buf, s, NCCL_SHRINK_DEFAULT);
+  std::string why;
+  x.verdict(checkedAllReduce(comm, x.rank, x.nranks, buf, s, &why), "then a checked all_reduce on the parent", why);
+  ncclCommDestroy(comm);
+}
+
 // ncclCommFinalize waits for every rank; with one dead it must fail promptly, naming it.
 void survivorFinalize(Rank& x, ncclComm_t comm) {
   const std::string victim = "rank " + std::to_string(x.nranks - 1);
@@ -139,6 +218,8 @@ void survivorFinalize(Rank& x, ncclComm_t comm) {
 void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g,
               const ncclUniqueId& recoveryId) {
   if (x.scenario == Scenario::KillFinalize) return survivorFinalize(x, comm);
+  if (x.scenario == Scenario::RevokeShrink) return survivorRevoke(x, comm, send, recv, s);
+  if (x.scenario == Scenario::ShrinkAlive) return survivorShrinkAlive(x, comm, send, s);
   const int victim = x.nranks - 1;
   const double t0 = now();
   ncclResult_t r = enqueueWaitingOp(x, comm, send, recv, s, g);
@@ -181,17 +262,23 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
   const char* how = skip ? "has issued 1 collectives" : x.scenario == Scenario::StopTooLong ? "stopped" : "exited";
   x.verdict(last.find(who) != std::string::npos && last.find(how) != std::string::npos,
             "the last error names the peer and what happened", last);
+  if (x.scenario == Scenario::KillShrink) {
+    shrinkAndCheck(x, comm, send, s, NCCL_SHRINK_ABORT);
+    std::string why;
+    x.verdict(drains(s, 0.0, &why), "the parent's stream has drained", why);
+    const double a0 = now();
+    r = ncclCommAbort(comm);
+    x.verdict(r == ncclSuccess && now() - a0 <= kAbortLimitSeconds, "ncclCommAbort of the parent returns promptly",
+              text(r) + " in " + std::to_string(now() - a0) + " s");
+    return;
+  }
   const double a0 = now();
   r = ncclCommAbort(comm);
   const double took = now() - a0;
   x.verdict(r == ncclSuccess && took <= kAbortLimitSeconds, "ncclCommAbort returns promptly",
             text(r) + " in " + std::to_string(took) + " s");
-  cudaError_t q = cudaStreamQuery(s);
-  for (const double d0 = now(); q == cudaErrorNotReady && now() - d0 < 10;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    q = cudaStreamQuery(s);
-  }
-  if (q != cudaSuccess) x.fatal("the stream drains after the abort", cudaGetErrorString(q));
+  std::string drainWhy;
+  if (!drains(s, 10, &drainWhy)) x.fatal("the stream drains after the abort", drainWhy);
   x.verdict(true, "the stream drains after the abort", "");
   // A fresh communicator of the survivors works.
   ncclComm_t fresh = nullptr;
@@ -247,8 +334,13 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors are waiting by now
       raise(SIGKILL);
     }
-    if (sc == Scenario::SkipCall) {
+    if (sc == Scenario::SkipCall || sc == Scenario::RevokeShrink) {
       for (;;) pause();  // alive and running, but never calls; the parent kills it at the end
+    }
+    if (sc == Scenario::ShrinkAlive) {  // blocks until the survivors have shrunk and join it
+      if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("the all_reduce on the parent", why);
+      ncclCommDestroy(comm);
+      return 0;
     }
     raise(SIGSTOP);  // stop-continue: the parent continues this process after 1.5 s
     if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
@@ -311,10 +403,11 @@ bool runScenario(Scenario sc, int nranks, int gpus) {
     if (!good) std::printf("FAIL %s rank %d: %s\n", kNames[(int)sc], g, describe(status).c_str());
     ok = ok && good;
   }
-  if (sc == Scenario::StopTooLong || sc == Scenario::SkipCall) kill(victim, SIGKILL);
+  if (victimIdles(sc)) kill(victim, SIGKILL);
   waitpid(victim, &status, 0);
-  const bool victimOk = sc == Scenario::StopContinue ? (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                                                      : (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  const bool victimLives = sc == Scenario::StopContinue || sc == Scenario::ShrinkAlive;
+  const bool victimOk = victimLives ? (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                                    : (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   if (!victimOk) std::printf("FAIL %s victim rank %d: %s\n", kNames[(int)sc], nranks - 1, describe(status).c_str());
   std::printf("%s %s\n", ok && victimOk ? "PASSED" : "FAILED", kNames[(int)sc]);
   std::fflush(stdout);

@@ -191,6 +191,7 @@ void addExtraAll(std::vector<RankCtx*>& locals, const std::string& name, int pas
 
 // --- sweep_lifecycle.cc
 void testSplit(std::vector<RankCtx*>& locals);
+void testShrink(std::vector<RankCtx*>& locals);  // called by testSplit
 void testNonBlockingInit(std::vector<RankCtx*>& locals, IdChannel& ids);
 void testAbort(std::vector<RankCtx*>& locals, const Options& o);
 void testArgumentChecks(std::vector<RankCtx*>& locals);

@@ -73,6 +73,28 @@ void finalizeAndDestroyMain(std::vector<RankCtx*>& L) {
               r == ncclSuccess ? "took " + str(dt) + " s" : why);
 }
 
+namespace {
+
+// A child communicator of the parent's ranks but rank 0, in which parent rank x.rank must be rank
+// x.rank - 1 of n - 1: the first mismatch goes to *why; a child joins the lists to run and free.
+void keepChildWithoutRankZero(RankCtx& x, ncclComm_t child, int n, std::vector<RankCtx*>* liveL,
+                              std::vector<ncclComm_t>* liveC, std::vector<Member>* M, std::string* why) {
+  int size = -1, rank = -1;
+  if (!child || ncclCommCount(child, &size) != ncclSuccess || ncclCommUserRank(child, &rank) != ncclSuccess ||
+      size != n - 1 || rank != x.rank - 1) {
+    if (why->empty()) {
+      *why = "rank " + std::to_string(x.rank) + ": got size " + std::to_string(size) + " rank " + std::to_string(rank) +
+             ", expected " + std::to_string(n - 1) + "/" + std::to_string(x.rank - 1);
+    }
+  }
+  if (!child) return;
+  liveL->push_back(&x);
+  liveC->push_back(child);
+  M->push_back(Member{&x, child, x.rank - 1, n - 1, x.sendBase, x.recvBase});
+}
+
+}  // namespace
+
 void testSplit(std::vector<RankCtx*>& L) {
   const int n = L[0]->nranks;
   // 1. Color by parity, key reversed: within a color, the highest parent rank becomes child rank 0.
@@ -147,19 +169,7 @@ void testSplit(std::vector<RankCtx*>& L) {
       }
       continue;
     }
-    int size = -1, rank = -1;
-    if (!c2[i] || ncclCommCount(c2[i], &size) != ncclSuccess || ncclCommUserRank(c2[i], &rank) != ncclSuccess ||
-        size != n - 1 || rank != x.rank - 1) {
-      if (why.empty()) {
-        why = "rank " + std::to_string(x.rank) + ": got size " + std::to_string(size) + " rank " + std::to_string(rank) +
-              ", expected " + std::to_string(n - 1) + "/" + std::to_string(x.rank - 1);
-      }
-    }
-    if (c2[i]) {
-      liveL.push_back(&x);
-      liveC.push_back(c2[i]);
-      M.push_back(Member{&x, c2[i], x.rank - 1, n - 1, x.sendBase, x.recvBase});
-    }
+    keepChildWithoutRankZero(x, c2[i], n, &liveL, &liveC, &M, &why);
   }
   if (r == ncclSuccess && !M.empty()) {
     std::string runWhy;
@@ -172,6 +182,46 @@ void testSplit(std::vector<RankCtx*>& L) {
   }
   addExtraAll(L, "ncclCommSplit with NCCL_SPLIT_NOCOLOR", pass ? 1 : 0,
               pass ? "NULL for the uncolored rank; the rest work as n-1 ranks" : why);
+  testShrink(L);
+}
+
+// ncclCommShrink of a healthy communicator without rank 0, which takes no part: the others become
+// ranks 0..n-2 in order; an allreduce runs on the child, then one on the parent, which a shrink
+// leaves working (rank 0 joins that one).
+void testShrink(std::vector<RankCtx*>& L) {
+  const int n = L[0]->nranks;
+  if (n < 2) return;
+  std::vector<ncclComm_t> child(L.size(), nullptr);
+  size_t l = 0;
+  int excluded = 0;
+  ncclResult_t r = groupCall(L, [&](RankCtx& x) {
+    ncclComm_t* out = &child[l++];
+    return x.rank == excluded ? ncclSuccess : ncclCommShrink(x.comm, &excluded, 1, out, nullptr, NCCL_SHRINK_DEFAULT);
+  });
+  std::string why;
+  if (r != ncclSuccess) why = std::string("ncclCommShrink returned ") + ncclGetErrorString(r) + ": " + ncclGetLastError(nullptr);
+  std::vector<Member> M;
+  std::vector<RankCtx*> liveL;
+  std::vector<ncclComm_t> liveC;
+  for (size_t i = 0; i < L.size(); ++i) {
+    RankCtx& x = *L[i];
+    if (x.rank == excluded) continue;
+    keepChildWithoutRankZero(x, child[i], n, &liveL, &liveC, &M, &why);
+  }
+  bool allChildren = true;
+  for (size_t i = 0; i < L.size(); ++i) allChildren = allChildren && (L[i]->rank == excluded || child[i] != nullptr);
+  if (r == ncclSuccess && allChildren && !M.empty()) {
+    std::string runWhy;
+    if (!runCaseOn(M, smallAllReduce(9003), false, &runWhy) && why.empty()) why = runWhy;
+  }
+  std::string fdWhy;
+  if (finalizeAndDestroy(liveL, liveC, &fdWhy) != ncclSuccess && why.empty()) why = "child: " + fdWhy;
+  std::string parentWhy;
+  std::vector<Member> P;
+  for (RankCtx* x : L) P.push_back(Member{x, x->comm, x->rank, n, x->sendBase, x->recvBase});
+  if (!runCaseOn(P, smallAllReduce(9004), false, &parentWhy) && why.empty()) why = "parent afterwards: " + parentWhy;
+  addExtraAll(L, "ncclCommShrink without rank 0 + allreduce on the child, then on the parent", why.empty() ? 1 : 0,
+              why.empty() ? "the others renumbered in order; both int32 sums checked" : why);
 }
 
 void testNonBlockingInit(std::vector<RankCtx*>& L, IdChannel& ids) {

@@ -1,0 +1,206 @@
+#include "core/comm_shrink.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
+#include "core/comm_init.h"
+#include "core/comm_split.h"
+#include "core/communicator.h"
+#include "core/log.h"
+
+namespace weft::core {
+
+Status shrinkMembers(int nRanks, int myRank, const int* exclude, int count, std::vector<int>* members) {
+  WEFT_CHECK_ARG(count >= 0, "ncclCommShrink: excludeRanksCount is %d; it must not be negative", count);
+  WEFT_CHECK_ARG(count == 0 || exclude != nullptr, "ncclCommShrink: excludeRanksList is NULL but excludeRanksCount is %d",
+                 count);
+  WEFT_CHECK_ARG(count < nRanks, "ncclCommShrink: excludeRanksCount %d leaves none of the %d ranks", count, nRanks);
+  std::vector<bool> out(nRanks, false);
+  for (int i = 0; i < count; ++i) {
+    const int r = exclude[i];
+    WEFT_CHECK_ARG(r >= 0 && r < nRanks, "ncclCommShrink: excludeRanksList[%d] is %d, not a rank of this %d-rank "
+                   "communicator", i, r, nRanks);
+    WEFT_CHECK_ARG(!out[r], "ncclCommShrink: excludeRanksList names rank %d twice", r);
+    WEFT_CHECK_ARG(r != myRank, "ncclCommShrink: excludeRanksList[%d] is this rank (%d); excluded ranks must not call "
+                   "ncclCommShrink", i, r);
+    out[r] = true;
+  }
+  members->clear();
+  for (int r = 0; r < nRanks; ++r) {
+    if (!out[r]) members->push_back(r);
+  }
+  return ncclSuccess;
+}
+
+uint64_t membersFingerprint(int nRanks, const std::vector<int>& members) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the parent size and the survivors
+  auto mix = [&h](uint32_t v) {
+    for (int b = 0; b < 4; ++b, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ULL;
+  };
+  mix((uint32_t)nRanks);
+  for (int r : members) mix((uint32_t)r);
+  return h;
+}
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x53484b48;    // "SHKH"
+constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
+constexpr int kShrinkTag = 0x53480000;         // apart from ncclCommSplit's 0x53000000 + n
+
+struct ShrinkHello {
+  uint32_t magic;
+  int32_t parentRanks;
+  int32_t survivors;
+  int32_t reserved;
+  uint64_t fingerprint;
+};
+
+struct ShrinkVerdict {
+  uint32_t magic;
+  int32_t status;  // ncclSuccess, or what every survivor returns
+  int32_t rank;    // the parent rank at fault; -1 for the first survivor itself
+  int32_t reserved;
+  ncclUniqueId id;  // the child's, when status is ncclSuccess
+};
+
+// The bootstrap's waits poll no abort flag while this lives.
+class NoAbortFlag {
+ public:
+  explicit NoAbortFlag(bootstrap::Bootstrap& b) : b_(b), saved_(b.abortFlag()) { b.setAbortFlag(nullptr); }
+  ~NoAbortFlag() { b_.setAbortFlag(saved_); }
+
+ private:
+  bootstrap::Bootstrap& b_;
+  const std::atomic<bool>* saved_;
+};
+
+std::string faultText(Status status, int rank) {
+  if (rank < 0) return "the first survivor could not create the new communicator's unique id";
+  if (status == ncclInvalidUsage) {
+    return "parent rank " + std::to_string(rank) + " passed a different excludeRanksList (every survivor must "
+           "pass the same ranks)";
+  }
+  return "parent rank " + std::to_string(rank) + " could not be reached; it is not excluded - has it exited? "
+         "Add it to excludeRanksList";
+}
+
+Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkHello& mine,
+                     const std::function<Status(ncclUniqueId*)>& makeId, ncclUniqueId* childId) {
+  ShrinkVerdict v;
+  memset(&v, 0, sizeof(v));
+  v.magic = kVerdictMagic;
+  v.status = ncclSuccess;
+  v.rank = -1;
+  std::vector<bool> unreachable(members.size(), false);
+  for (size_t i = 1; i < members.size(); ++i) {
+    // A dead survivor is noticed quickly, and one that never calls stalls the others anyway: so
+    // reading on past a failure costs little, and leaves no hello behind for a later shrink.
+    ShrinkHello h;
+    const Status s = b.recv(members[i], kShrinkTag, &h, sizeof(h));
+    unreachable[i] = s == ncclRemoteError || s == ncclSystemError;
+    const bool same = !isError(s) && h.magic == kHelloMagic && h.fingerprint == mine.fingerprint &&
+                      h.survivors == mine.survivors && h.parentRanks == mine.parentRanks;
+    if (!same && v.status == ncclSuccess) {
+      v.status = unreachable[i] ? s : ncclInvalidUsage;
+      v.rank = members[i];
+    }
+  }
+  if (v.status == ncclSuccess) {
+    Status s = makeId(&v.id);
+    if (isError(s)) v.status = s;
+  }
+  for (size_t i = 1; i < members.size(); ++i) {
+    if (!unreachable[i]) (void)b.send(members[i], kShrinkTag, &v, sizeof(v));  // a failure here is theirs to report
+  }
+  if (v.status != ncclSuccess) {
+    WEFT_WARN("ncclCommShrink (parent rank %d, first survivor): %s", b.rank(), faultText((Status)v.status, v.rank).c_str());
+    return (Status)v.status;
+  }
+  *childId = v.id;
+  return ncclSuccess;
+}
+
+Status otherSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkHello& mine,
+                     ncclUniqueId* childId) {
+  const int first = members[0];
+  WEFT_TRY(b.send(first, kShrinkTag, &mine, sizeof(mine)));
+  ShrinkVerdict v;
+  WEFT_TRY(b.recv(first, kShrinkTag, &v, sizeof(v)));
+  const bool known = v.status == ncclSuccess || v.status == ncclInvalidUsage || v.status == ncclRemoteError ||
+                     v.status == ncclSystemError || v.status == ncclInternalError || v.status == ncclInvalidArgument;
+  if (v.magic != kVerdictMagic || !known || v.rank < -1 || v.rank >= b.nRanks()) {
+    WEFT_WARN("ncclCommShrink (parent rank %d): parent rank %d (the first survivor) answered with an invalid message "
+              "(magic 0x%x, status %d, rank %d); is it running the same weft build?", b.rank(), first, v.magic,
+              v.status, v.rank);
+    return ncclSystemError;
+  }
+  if (v.status != ncclSuccess) {
+    WEFT_WARN("ncclCommShrink (parent rank %d): parent rank %d (the first survivor) refused the shrink: %s", b.rank(),
+              first, faultText((Status)v.status, v.rank).c_str());
+    return (Status)v.status;
+  }
+  *childId = v.id;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+Status agreeOnShrink(bootstrap::Bootstrap& parent, const std::vector<int>& members,
+                     const std::function<Status(ncclUniqueId*)>& makeId, ncclUniqueId* childId) {
+  if (std::find(members.begin(), members.end(), parent.rank()) == members.end()) {
+    WEFT_WARN("ncclCommShrink: parent rank %d is not among the survivors", parent.rank());
+    return ncclInternalError;
+  }
+  NoAbortFlag noAbort(parent);
+  parent.forgetFailureNotices();
+  ShrinkHello mine;
+  memset(&mine, 0, sizeof(mine));
+  mine.magic = kHelloMagic;
+  mine.parentRanks = parent.nRanks();
+  mine.survivors = (int32_t)members.size();
+  mine.fingerprint = membersFingerprint(parent.nRanks(), members);
+  if (members[0] == parent.rank()) return firstSurvivor(parent, members, mine, makeId, childId);
+  return otherSurvivor(parent, members, mine, childId);
+}
+
+Status shrinkCommunicator(ncclComm* parent, const int* exclude, int count, ncclComm** newcomm,
+                          const ncclConfig_t* config, int flags) {
+  WEFT_CHECK_ARG(newcomm != nullptr, "ncclCommShrink: argument 'newcomm' is NULL");
+  *newcomm = nullptr;
+  WEFT_CHECK_ARG(flags == NCCL_SHRINK_DEFAULT || flags == NCCL_SHRINK_ABORT,
+                 "ncclCommShrink: shrinkFlags is %d; use NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)", flags);
+  std::vector<int> members;
+  WEFT_TRY(shrinkMembers(parent->nRanks, parent->rank, exclude, count, &members));
+  CommConfig cfg;
+  WEFT_TRY(parseChildConfig(config, parent->config, "ncclCommShrink", &cfg));
+  if (!parent->revoked.load()) {
+    if (flags == NCCL_SHRINK_ABORT) {
+      WEFT_TRY(revokeCommunicator(parent));
+    } else if (isError(parent->asyncError.load())) {
+      WEFT_WARN("ncclCommShrink: the communicator (rank %d of %d) has failed (%s); pass NCCL_SHRINK_ABORT to stop its "
+                "work first, or call ncclCommRevoke before shrinking", parent->rank, parent->nRanks,
+                ncclGetErrorString(parent->asyncError.load()));
+      return ncclInvalidUsage;
+    }
+  }
+  auto* child = new ncclComm();
+  child->config = cfg;
+  child->cudaDev = parent->cudaDev;
+  child->asyncError.store(ncclInProgress);
+  auto steps = [parent, members, child]() -> Status {
+    const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
+    ncclUniqueId id;
+    WEFT_TRY(agreeOnShrink(*parent->bootstrap, members,
+                           [&near](ncclUniqueId* out) { return bootstrap::createRootId(out, &near); }, &id));
+    const int newRank = (int)(std::find(members.begin(), members.end(), parent->rank) - members.begin());
+    WEFT_INFO(log::kInit, "ncclCommShrink: parent rank %d of %d becomes rank %d of %zu", parent->rank, parent->nRanks,
+              newRank, members.size());
+    return initCommunicator(child, {id}, (int)members.size(), newRank, parent->cudaDev);
+  };
+  return createChild(parent, child, steps, newcomm);
+}
+
+}  // namespace weft::core
