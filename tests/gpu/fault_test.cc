@@ -102,7 +102,9 @@ bool readAll(int fd, void* p, size_t n) {
 // over the ranks of (rank + 1).
 bool checkedAllReduce(ncclComm_t comm, int rank, int nranks, float* buf, cudaStream_t s, std::string* why) {
   std::vector<float> host(kCount, (float)(rank + 1));
-  cudaMemcpy(buf, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice);
+  // On `s`: a cudaMemcpy from pageable memory may return before its copy lands, and `s` does not
+  // wait for the legacy stream, so the all_reduce could read what the buffer held before.
+  cudaMemcpyAsync(buf, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice, s);
   ncclResult_t r = ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, comm, s);
   if (r != ncclSuccess) return *why = "ncclAllReduce: " + text(r), false;
   if (cudaStreamSynchronize(s) != cudaSuccess) return *why = "cudaStreamSynchronize failed", false;
