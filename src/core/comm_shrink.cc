@@ -186,10 +186,7 @@ Status shrinkCommunicator(ncclComm* parent, const int* exclude, int count, ncclC
       return ncclInvalidUsage;
     }
   }
-  auto* child = new ncclComm();
-  child->config = cfg;
-  child->cudaDev = parent->cudaDev;
-  child->asyncError.store(ncclInProgress);
+  ncclComm* child = newChild(parent, cfg);
   auto steps = [parent, members, child]() -> Status {
     const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
     ncclUniqueId id;

@@ -47,6 +47,14 @@ Status splitSteps(ncclComm* parent, int color, int key, ncclComm* child, int tag
 
 }  // namespace
 
+ncclComm* newChild(const ncclComm* parent, const CommConfig& cfg) {
+  auto* child = new ncclComm();
+  child->config = cfg;
+  child->cudaDev = parent->cudaDev;
+  child->asyncError.store(ncclInProgress);
+  return child;
+}
+
 Status createChild(ncclComm* parent, ncclComm* child, std::function<Status()> steps, ncclComm** newcomm) {
   auto job = [parent, child, steps]() -> Status {
     runtime::ScopedDevice device;
@@ -83,13 +91,7 @@ Status splitCommunicator(ncclComm* parent, int color, int key, ncclComm** newcom
   CommConfig cfg;
   WEFT_TRY(parseChildConfig(config, parent->config, "ncclCommSplit", &cfg));
   int tag = 0x53000000 + parent->splitCount++;
-  ncclComm* child = nullptr;
-  if (color != NCCL_SPLIT_NOCOLOR) {
-    child = new ncclComm();
-    child->config = cfg;
-    child->cudaDev = parent->cudaDev;
-    child->asyncError.store(ncclInProgress);
-  }
+  ncclComm* child = color == NCCL_SPLIT_NOCOLOR ? nullptr : newChild(parent, cfg);
   return createChild(parent, child, [=] { return splitSteps(parent, color, key, child, tag); }, newcomm);
 }
 

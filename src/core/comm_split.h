@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/config.h"
 #include "core/status.h"
 #include "nccl.h"
 
@@ -23,6 +24,9 @@ std::vector<int> splitMembers(const std::vector<SplitEntry>& all, int color);
 // Collective over the parent. *newcomm is NULL for NCCL_SPLIT_NOCOLOR.
 [[nodiscard]] Status splitCommunicator(ncclComm* parent, int color, int key, ncclComm** newcomm,
                                        const ncclConfig_t* config);
+
+// A child of `parent` with config `cfg`, on the parent's device, still being created.
+ncclComm* newChild(const ncclComm* parent, const CommConfig& cfg);
 
 // Runs `steps` (talk to the parent's ranks, then create `child`) on the parent's device: now, or
 // at the group's end inside a group (*newcomm is then set at once and completes there). On

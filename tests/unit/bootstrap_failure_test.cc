@@ -11,6 +11,7 @@
 
 #include "bootstrap/wire.h"
 #include "bootstrap_fork_harness.h"
+#include "test_env.h"
 
 namespace weft::bootstrap {
 namespace {
@@ -20,7 +21,7 @@ using test::ForkedRanks;
 using test::ParentRoot;
 using test::RankOutcome;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 RankOutcome initOnly(int rank, int nRanks, const ncclUniqueId& id, const char* timeout) {
   test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", timeout);

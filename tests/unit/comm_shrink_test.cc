@@ -23,7 +23,7 @@ using test::ForkedRanks;
 using test::ParentRoot;
 using test::RankOutcome;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 std::vector<int> membersOf(int nRanks, int myRank, std::vector<int> exclude) {
   std::vector<int> m;

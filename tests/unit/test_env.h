@@ -19,6 +19,10 @@
 
 namespace weft::test {
 
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // Sets (or unsets) environment variables for one scope.
 class ScopedEnv {
  public:
