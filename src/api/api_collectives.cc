@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "api/export.h"
+#include "core/call_check.h"
 #include "core/comm_checks.h"
 #include "core/communicator.h"
 #include "enqueue/group.h"
@@ -178,10 +179,16 @@ Status queueExchange(ncclComm_t comm, Task t, TaskKind kind, int peer, const voi
   return enqueue::enqueueTask(comm, t);
 }
 
-// Counted as one collective (the hang report's ledger), queued as one group of sends and receives.
+// Published as one collective (core/call_check.h), queued as one group of sends and receives.
 template <typename Body>
-Status sendReceiveCollective(ncclComm_t comm, Body&& body) {
-  comm->noteCollective();
+Status sendReceiveCollective(ncclComm_t comm, core::CollCall call, const Task& t, Body&& body) {
+  core::CallSignature signature;
+  signature.call = call;
+  signature.dataType = (uint8_t)t.dataType;
+  signature.redOp = core::kNoRedOp;
+  signature.root = call == core::kCallAlltoAll ? -1 : t.root;
+  signature.count = t.count;
+  WEFT_TRY(core::noteCollectiveCall(comm, signature));
   WEFT_TRY(enqueue::groupStart());
   Status s = body();
   if (isError(s)) enqueue::failGroup(s);
@@ -201,7 +208,7 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
                    "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported; use separate buffers");
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
-    return sendReceiveCollective(comm, [&]() -> Status {
+    return sendReceiveCollective(comm, core::kCallAlltoAll, t, [&]() -> Status {
       for (int p = 0; p < comm->nRanks; ++p) {
         WEFT_TRY(queueExchange(comm, t, TaskKind::kSend, p, (const char*)sendbuff + p * block, nullptr));
         WEFT_TRY(queueExchange(comm, t, TaskKind::kRecv, p, nullptr, (char*)recvbuff + p * block));
@@ -219,8 +226,9 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
     WEFT_TRY(checkRoot("ncclGather", comm, root));
     WEFT_TRY(checkBuffer("ncclGather", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
+    t.root = root;
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
-    return sendReceiveCollective(comm, [&]() -> Status {
+    return sendReceiveCollective(comm, core::kCallGather, t, [&]() -> Status {
       // In place: the root's own block is already where it belongs.
       bool inPlaceRoot = comm->rank == root && (const char*)recvbuff + root * block == sendbuff;
       if (comm->rank == root) {
@@ -243,8 +251,9 @@ WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
     WEFT_TRY(checkRoot("ncclScatter", comm, root));
     WEFT_TRY(checkBuffer("ncclScatter", "recvbuff", recvbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclScatter", "sendbuff", sendbuff, count));
+    t.root = root;
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
-    return sendReceiveCollective(comm, [&]() -> Status {
+    return sendReceiveCollective(comm, core::kCallScatter, t, [&]() -> Status {
       bool inPlaceRoot = comm->rank == root && (const char*)sendbuff + root * block == recvbuff;
       if (comm->rank == root) {
         for (int p = 0; p < comm->nRanks; ++p) {

@@ -3,16 +3,13 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
+#include "core/call_check.h"
 #include "core/op_ledger.h"
 #include "core/peer_info.h"
 #include "transport/p2p/p2p_connections.h"
 
 ncclComm::ncclComm() = default;
 ncclComm::~ncclComm() = default;
-
-void ncclComm::noteCollective() {
-  if (ledger) ledger->noteCollective();
-}
 
 void ncclComm::copyLastError(char* out, size_t bytes) const {
   std::lock_guard<std::mutex> lock(lastErrorMutex_);

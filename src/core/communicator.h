@@ -26,6 +26,7 @@ namespace weft::bootstrap { class Bootstrap; }
 namespace weft::transport { class P2pConnections; }
 namespace weft::core {
 struct PeerInfo;
+class CallChecker;
 class OpLedger;
 }
 
@@ -135,9 +136,10 @@ struct ncclComm {
     return next;
   }
   uint64_t opCount() const { return opSeq_.load(std::memory_order_relaxed); }
-  // Collectives issued, published for the other ranks of the host (null: one rank, or no shared memory).
+  // Collectives issued, published for the other ranks of the host (null: one rank, or no shared
+  // memory), and compared with the neighbors' calls (core/call_check.h; made at the first call).
   std::unique_ptr<weft::core::OpLedger> ledger;
-  void noteCollective();
+  std::unique_ptr<weft::core::CallChecker> callChecker;
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -14,14 +15,50 @@
 
 namespace weft::core {
 
-struct OpLedger::Page {
-  static constexpr uint64_t kMagic = 0x7765667452616e6bULL;  // "weftRank"
+// One call's arguments, written as a sequence lock: `seq` is 0 while the words change, then the
+// call's number; a reader that finds the same number before and after copying has a whole record.
+struct CallSlot {
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> count;
+  std::atomic<uint64_t> shape;  // call | dataType << 8 | redOp << 16 | (uint32_t)root << 32
+};
+
+struct LedgerPage {
+  static constexpr uint64_t kMagic = 0x7765667443616c6cULL;  // "weftCall"
+  static constexpr size_t kFindingBytes = 768;
   uint64_t magic;
   uint64_t commHash;
   int64_t rank;
   std::atomic<uint64_t> collectives;
+  // The first difference this rank found: the text is written before findingSeq, and never again.
+  alignas(128) std::atomic<uint64_t> findingSeq;
+  char finding[kFindingBytes];
+  alignas(128) CallSlot recent[OpLedger::kRecentCalls];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the page is shared between processes");
+
+namespace {
+
+uint64_t packShape(const CallSignature& c) {
+  return (uint64_t)c.call | (uint64_t)c.dataType << 8 | (uint64_t)c.redOp << 16 | (uint64_t)(uint32_t)c.root << 32;
+}
+
+CallSignature unpack(uint64_t shape, uint64_t count) {
+  CallSignature c;
+  c.call = (uint8_t)shape;
+  c.dataType = (uint8_t)(shape >> 8);
+  c.redOp = (uint8_t)(shape >> 16);
+  c.root = (int32_t)(uint32_t)(shape >> 32);
+  c.count = count;
+  return c;
+}
+
+bool pageIsRanks(const LedgerPage* page, uint64_t commHash, int rank) {
+  return __atomic_load_n(&page->magic, __ATOMIC_ACQUIRE) == LedgerPage::kMagic && page->commHash == commHash &&
+         page->rank == rank;
+}
+
+}  // namespace
 
 std::string OpLedger::pageName(uint64_t commHash, int rank) {
   char name[64];
@@ -34,52 +71,102 @@ std::unique_ptr<OpLedger> OpLedger::create(uint64_t commHash, int rank) {
   shm_unlink(name.c_str());  // a page left by a process that died with the same id: start afresh
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
-    WEFT_INFO(log::kInit, "rank %d: no shared-memory page %s (%s); a hang report will not name other ranks", rank,
-              name.c_str(), strerror(errno));
+    WEFT_INFO(log::kInit, "rank %d: no shared-memory page %s (%s); a hang report will not name other ranks, and "
+              "this rank's calls are not compared with theirs", rank, name.c_str(), strerror(errno));
     return nullptr;
   }
   void* p = MAP_FAILED;
-  if (ftruncate(fd, sizeof(Page)) == 0) p = mmap(nullptr, sizeof(Page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (ftruncate(fd, sizeof(LedgerPage)) == 0) {
+    p = mmap(nullptr, sizeof(LedgerPage), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
   close(fd);
   if (p == MAP_FAILED) {
-    WEFT_INFO(log::kInit, "rank %d: could not map %s (%s); a hang report will not name other ranks", rank, name.c_str(),
-              strerror(errno));
+    WEFT_INFO(log::kInit, "rank %d: could not map %s (%s); a hang report will not name other ranks, and this "
+              "rank's calls are not compared with theirs", rank, name.c_str(), strerror(errno));
     shm_unlink(name.c_str());
     return nullptr;
   }
-  Page* page = new (p) Page{Page::kMagic, commHash, rank, {0}};
+  // The file is zero-filled: every slot and the finding start empty. The header goes last, so a
+  // peer that maps the page early does not believe it before it is whole.
+  LedgerPage* page = static_cast<LedgerPage*>(p);
+  page->commHash = commHash;
+  page->rank = rank;
+  __atomic_store_n(&page->magic, LedgerPage::kMagic, __ATOMIC_RELEASE);
   return std::unique_ptr<OpLedger>(new OpLedger(page, name));
 }
 
 OpLedger::~OpLedger() {
-  munmap(page_, sizeof(Page));
+  munmap(page_, sizeof(LedgerPage));
   shm_unlink(name_.c_str());
 }
 
-// Only the owning rank writes its page (one thread at a time per communicator): no read-modify-write.
-void OpLedger::noteCollective() {
-  page_->collectives.store(page_->collectives.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+// Only the owning rank writes its page (one thread at a time per communicator): plain stores.
+uint64_t OpLedger::publish(const CallSignature& call) {
+  const uint64_t seq = page_->collectives.load(std::memory_order_relaxed) + 1;
+  CallSlot& slot = page_->recent[seq % kRecentCalls];
+  slot.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.count.store(call.count, std::memory_order_relaxed);
+  slot.shape.store(packShape(call), std::memory_order_relaxed);
+  slot.seq.store(seq, std::memory_order_release);
+  page_->collectives.store(seq, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return seq;
 }
 
 uint64_t OpLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
 
-int64_t OpLedger::readPeer(uint64_t commHash, int rank) {
-  const int fd = shm_open(pageName(commHash, rank).c_str(), O_RDONLY, 0);
-  if (fd < 0) return -1;
+void OpLedger::postFinding(uint64_t seq, const std::string& text) {
+  if (seq == 0 || page_->findingSeq.load(std::memory_order_relaxed) != 0) return;
+  snprintf(page_->finding, sizeof(page_->finding), "%s", text.c_str());
+  page_->findingSeq.store(seq, std::memory_order_release);
+}
+
+std::unique_ptr<PeerLedger> PeerLedger::open(uint64_t commHash, int rank) {
+  const int fd = shm_open(OpLedger::pageName(commHash, rank).c_str(), O_RDONLY, 0);
+  if (fd < 0) return nullptr;
   struct stat st {};
   void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(Page)) {
-    p = mmap(nullptr, sizeof(Page), PROT_READ, MAP_SHARED, fd, 0);
+  if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(LedgerPage)) {
+    p = mmap(nullptr, sizeof(LedgerPage), PROT_READ, MAP_SHARED, fd, 0);
   }
   close(fd);
-  if (p == MAP_FAILED) return -1;
-  const Page* page = static_cast<const Page*>(p);
-  int64_t count = -1;
-  if (page->magic == Page::kMagic && page->commHash == commHash && page->rank == rank) {
-    count = (int64_t)page->collectives.load(std::memory_order_relaxed);
+  if (p == MAP_FAILED) return nullptr;
+  const LedgerPage* page = static_cast<const LedgerPage*>(p);
+  if (!pageIsRanks(page, commHash, rank)) {
+    munmap(p, sizeof(LedgerPage));
+    return nullptr;
   }
-  munmap(p, sizeof(Page));
-  return count;
+  return std::unique_ptr<PeerLedger>(new PeerLedger(page));
+}
+
+PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), sizeof(LedgerPage)); }
+
+uint64_t PeerLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
+
+bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {
+  if (seq == 0) return false;
+  const CallSlot& slot = page_->recent[seq % OpLedger::kRecentCalls];
+  if (slot.seq.load(std::memory_order_acquire) != seq) return false;
+  const uint64_t count = slot.count.load(std::memory_order_relaxed);
+  const uint64_t shape = slot.shape.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten while copied
+  *out = unpack(shape, count);
+  return true;
+}
+
+bool PeerLedger::finding(uint64_t* seq, std::string* text) const {
+  const uint64_t s = page_->findingSeq.load(std::memory_order_acquire);
+  if (s == 0) return false;
+  *seq = s;
+  text->assign(page_->finding, strnlen(page_->finding, sizeof(page_->finding)));
+  return true;
+}
+
+int64_t OpLedger::readPeer(uint64_t commHash, int rank) {
+  const auto peer = PeerLedger::open(commHash, rank);
+  return peer ? (int64_t)peer->collectives() : -1;
 }
 
 std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>& peers) {
@@ -87,7 +174,8 @@ std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>
   for (size_t r = 0; r < peers.size(); ++r) {
     if ((int)r == self || peers[r] < 0 || (uint64_t)peers[r] >= mine) continue;
     char part[160];
-    snprintf(part, sizeof(part), "%srank %zu has issued %" PRId64 " collectives on this communicator against this rank's %" PRIu64,
+    snprintf(part, sizeof(part),
+             "%srank %zu has issued %" PRId64 " collectives on this communicator against this rank's %" PRIu64,
              text.empty() ? "" : "; ", r, peers[r], mine);
     text += part;
   }

@@ -1,11 +1,13 @@
 // What each rank of a communicator has asked for, where the other ranks of its host can read it:
-// a small shared-memory page per (communicator, rank), /dev/shm/weft-<commHash>-<rank>, holding the
-// number of collectives the rank has issued on the communicator. When this rank's work stops
-// making progress, the watchdog reads its peers' pages: a rank that has issued fewer collectives
-// than this one has not made the call this rank waits in (skipped it, or is stuck before it).
+// a small shared-memory page per (communicator, rank), /dev/shm/weft-<commHash>-<rank>, holding
+//   - the number of collectives the rank has issued on the communicator. When this rank's work
+//     stops making progress, the watchdog reads its peers' pages: a rank that has issued fewer
+//     collectives than this one has not made the call this rank waits in;
+//   - the arguments of its last kRecentCalls collectives, so that ranks compare their calls as
+//     they make them (core/call_check.h), and the first difference the rank found.
+// Only the owning rank writes its page; every other rank of the host maps it read-only.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,17 +15,41 @@
 
 namespace weft::core {
 
+// What one collective call asked for: what every rank of the communicator must ask for alike.
+struct CallSignature {
+  uint8_t call = 0;      // core::CollCall (call_check.h)
+  uint8_t dataType = 0;  // ncclDataType_t
+  uint8_t redOp = 0;     // call_check.h: the caller's built-in ncclRedOp_t, kUserRedOp or kNoRedOp
+  int32_t root = -1;     // -1: the call has no root
+  uint64_t count = 0;    // as passed (per-rank block for AllGather, ReduceScatter, AlltoAll)
+
+  bool operator==(const CallSignature& o) const {
+    return call == o.call && dataType == o.dataType && redOp == o.redOp && root == o.root && count == o.count;
+  }
+  bool operator!=(const CallSignature& o) const { return !(*this == o); }
+};
+
+struct LedgerPage;
+
 class OpLedger {
  public:
+  // How many of its latest calls a page keeps (a peer further ahead than this is not compared).
+  static constexpr uint64_t kRecentCalls = 512;
+
   // This rank's page, made and mapped read-write; null (logged at INFO) where shared memory cannot
-  // be made (a container without /dev/shm): the hang report then names no ranks.
+  // be made (a container without /dev/shm): the hang report then names no ranks, and the calls
+  // of this rank are not compared.
   static std::unique_ptr<OpLedger> create(uint64_t commHash, int rank);
   ~OpLedger();  // unmaps and removes the page
   OpLedger(const OpLedger&) = delete;
   OpLedger& operator=(const OpLedger&) = delete;
 
-  void noteCollective();
+  // Records the next collective and returns its number (1, 2, ...). Ends with a full fence: a
+  // peer's page read after it is read after this call became visible (call_check.h relies on it).
+  uint64_t publish(const CallSignature& call);
   uint64_t collectives() const;
+  // Records the first difference this rank found (later ones are dropped); peers read it.
+  void postFinding(uint64_t seq, const std::string& text);
 
   // Another rank's count, or -1 when its page cannot be read or is not that rank's (wrong magic,
   // communicator or rank: a stale or foreign file is never believed).
@@ -31,10 +57,30 @@ class OpLedger {
   static std::string pageName(uint64_t commHash, int rank);
 
  private:
-  struct Page;
-  OpLedger(Page* page, std::string name) : page_(page), name_(std::move(name)) {}
-  Page* page_;
+  OpLedger(LedgerPage* page, std::string name) : page_(page), name_(std::move(name)) {}
+  LedgerPage* page_;
   std::string name_;
+};
+
+// Another rank's page, mapped read-only for as long as this object lives.
+class PeerLedger {
+ public:
+  // Null when the page does not exist (yet) or is not that rank's.
+  static std::unique_ptr<PeerLedger> open(uint64_t commHash, int rank);
+  ~PeerLedger();
+  PeerLedger(const PeerLedger&) = delete;
+  PeerLedger& operator=(const PeerLedger&) = delete;
+
+  uint64_t collectives() const;
+  // The peer's call number `seq`; false when it has not made it yet, or its slot already holds a
+  // later call.
+  bool recent(uint64_t seq, CallSignature* out) const;
+  // The first difference the peer found: its call number and sentence; false when none.
+  bool finding(uint64_t* seq, std::string* text) const;
+
+ private:
+  explicit PeerLedger(const LedgerPage* page) : page_(page) {}
+  const LedgerPage* page_;
 };
 
 // Pure: the sentence that names the ranks behind this one. `peers[r]` is rank r's count (-1:

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/call_check.h"
 #include "core/comm_init.h"
 #include "core/communicator.h"
 #include "core/op_ledger.h"
@@ -49,6 +50,7 @@ struct Watched {
   PeerWatch watch;
   ProgressWatch progress;
   double lastLook = 0;
+  std::unique_ptr<FindingWatch> findings;  // calls found to differ by other ranks (call_check.h)
 };
 
 void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError) {
@@ -103,6 +105,19 @@ void checkProgress(Watched& w, double now, double timeoutSec) {
   failCommunicator(comm, laggards.find("has issued") != std::string::npos ? ncclRemoteError : ncclSystemError);
 }
 
+// A rank of this host found that a collective call differs between ranks: this rank fails too (its
+// kernels may wait for the call the finder refused). True when it did.
+bool reportFinding(Watched& w) {
+  int finder = -1;
+  std::string text;
+  if (!w.findings || !w.findings->poll(&finder, &text)) return false;
+  WEFT_WARN("rank %d: rank %d found that %s. Every rank must make the same collective calls in the same order, with "
+            "the same count, datatype, reduction and root. This communicator is failed (ncclInvalidUsage) and its "
+            "pending work aborted: abort or destroy it", w.comm->rank, finder, text.c_str());
+  failCommunicator(w.comm, ncclInvalidUsage);
+  return true;
+}
+
 void report(Watched& w, const PeerWatch::Event& e, double timeoutSec) {
   ncclComm* comm = w.comm;
   const PeerInfo& p = comm->peers[e.rank];
@@ -148,6 +163,7 @@ struct Watchdog {
 
   static void check(Watched& w, double timeoutSec) {
     if (w.watch.over() || isError(w.comm->asyncError.load()) || w.comm->abortRequested.load()) return;
+    if (reportFinding(w)) return;
     std::vector<ProcessState> states(w.pids.size(), ProcessState::Running);
     for (size_t r = 0; r < w.pids.size(); ++r) {
       if (w.pids[r] != 0) states[r] = probeProcess(w.pids[r], w.starts[r]);
@@ -286,7 +302,10 @@ void watchCommunicator(ncclComm* comm) {
   if (n < 2) return;
   Watchdog& wd = watchdog();
   std::lock_guard<std::mutex> lock(wd.mutex);
-  wd.comms.push_back(Watched{comm, std::move(pids), std::move(starts), PeerWatch(std::move(watched)), {}, 0});
+  std::unique_ptr<FindingWatch> findings;
+  if (comm->ledger) findings = std::make_unique<FindingWatch>(comm->commHash, sameHostPeers(comm));
+  wd.comms.push_back(
+      Watched{comm, std::move(pids), std::move(starts), PeerWatch(std::move(watched)), {}, 0, std::move(findings)});
   if (!wd.started) {  // (a detached std::thread is no longer joinable(): a flag of its own)
     wd.started = true;
     std::atexit(stopAtExit);

@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/call_check.h"
 #include "core/communicator.h"
 #include "enqueue/launch.h"
 
@@ -47,6 +48,23 @@ Status runJobs(std::vector<InitJob> jobs) {
 
 void dropQueued(const std::vector<ncclComm*>& comms) {
   for (ncclComm* comm : comms) comm->tasks.clear();
+}
+
+// The arguments of a collective task that every rank must pass alike.
+core::CallSignature callOf(const Task& t) {
+  core::CallSignature c;
+  switch (t.kind) {
+    case TaskKind::kBroadcast: c.call = core::kCallBroadcast; break;
+    case TaskKind::kReduce: c.call = core::kCallReduce; break;
+    case TaskKind::kAllGather: c.call = core::kCallAllGather; break;
+    case TaskKind::kReduceScatter: c.call = core::kCallReduceScatter; break;
+    default: c.call = core::kCallAllReduce; break;
+  }
+  c.dataType = (uint8_t)t.dataType;
+  c.redOp = t.kind == TaskKind::kBroadcast || t.kind == TaskKind::kAllGather ? core::kNoRedOp : t.callRedOp;
+  c.root = t.kind == TaskKind::kBroadcast || t.kind == TaskKind::kReduce ? t.root : -1;
+  c.count = t.count;
+  return c;
 }
 
 }  // namespace
@@ -122,7 +140,7 @@ Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
 }
 
 Status enqueueTask(ncclComm* comm, const Task& task) {
-  if (!task.isP2p()) comm->noteCollective();
+  if (!task.isP2p()) WEFT_TRY(core::noteCollectiveCall(comm, callOf(task)));
   if (tGroup.depth == 0) {
     comm->tasks.push_back(task);
     Status s = launchQueued(&comm, 1);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/call_check.h"
 #include "core/comm_checks.h"
 #include "core/communicator.h"
 #include "device/arch/elem_types.h"
@@ -74,6 +75,7 @@ Status mapRedOp(ncclComm* comm, int op, ncclDataType_t type, const char* fn, Tas
 
 Status resolveRedOp(ncclComm* comm, int op, ncclDataType_t type, const char* fn, Task* task) {
   WEFT_TRY(mapRedOp(comm, op, type, fn, task));
+  task->callRedOp = op < (int)ncclNumOps ? (uint8_t)op : core::kUserRedOp;
   if (!dev::functorInKernels(task->redOp, task->dataType)) {
     WEFT_WARN("%s: this library is a compile-check build (WEFT_DEVICE_FUNCTOR_SAMPLE=ON): its kernels lack op %d "
               "on datatype %d; rebuild weft without that option", fn, op, (int)type);

@@ -26,6 +26,7 @@ struct Task {
   dev::DataType dataType = dev::kUint8;
   dev::RedOp redOp = dev::kRedSum;
   uint64_t redOpArg = 0;      // see DevWork::redOpArg
+  uint8_t callRedOp = 0xff;   // the caller's op, as every rank must pass it (core::CallSignature::redOp)
   bool scalarOnDevice = false;
   int root = 0;               // Broadcast/Reduce
   int peer = -1;              // Send/Recv

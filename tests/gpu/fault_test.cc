@@ -18,6 +18,13 @@
 //   shrink-alive    nothing fails: the survivors shrink the victim away while it waits to call an
 //                   all_reduce on the parent, check one on the child, then every rank, the
 //                   victim too, checks one on the parent (a shrink leaves the parent working)
+//   mismatch-count  nothing fails, but the victim's all_reduce has half the others' count (it calls
+//                   0.3 s after them)
+//   mismatch-root   the victim's broadcast names root 1, the others' root 0 (it calls after them)
+//   mismatch-call   the victim calls all_gather where the others call all_reduce (it calls first)
+//                   In the three, every rank (the victim too) must get ncclInvalidUsage, from the call
+//                   or from ncclCommGetAsyncError within the deadline, with a last error that says the
+//                   collective differs between ranks and what differs; abort returns, the stream drains.
 // A survivor must see ncclRemoteError from ncclCommGetAsyncError within a deadline and a last error
 // naming the victim's rank ("exited", "stopped", or "has issued" fewer collectives); ncclCommAbort must return promptly and the
 // stream must drain; then the survivors build a new communicator among themselves and check an
@@ -52,11 +59,16 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
-  KillShrink, RevokeShrink, ShrinkAlive
+  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall
 };
-const char* kNames[] = {"kill-allreduce", "kill-sendrecv", "kill-graph",  "kill-finalize", "stop-continue",
-                        "stop-too-long",  "skip-call",     "kill-shrink", "revoke-shrink", "shrink-alive"};
-constexpr int kScenarios = 10;
+const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
+                        "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
+                        "mismatch-count", "mismatch-root",  "mismatch-call"};
+constexpr int kScenarios = 13;
+
+bool isMismatch(Scenario s) {
+  return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall;
+}
 
 bool isKill(Scenario s) {
   return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph ||
@@ -217,6 +229,44 @@ void survivorFinalize(Rank& x, ncclComm_t comm) {
             text(d) + " in " + std::to_string(now() - t0) + " s");
 }
 
+// mismatch-*: every rank, the victim too. Call #1 was the warm-up; call #2 differs on the victim.
+void mismatchedCall(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s) {
+  const bool victim = x.rank == x.nranks - 1;
+  const bool victimFirst = x.scenario == Scenario::MismatchCall;
+  if (victim != victimFirst) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double t0 = now();
+  ncclResult_t r;
+  if (x.scenario == Scenario::MismatchCount) {
+    r = ncclAllReduce(send, recv, victim ? kCount / 2 : kCount, ncclFloat, ncclSum, comm, s);
+  } else if (x.scenario == Scenario::MismatchRoot) {
+    r = ncclBroadcast(send, recv, kCount, ncclFloat, victim ? 1 : 0, comm, s);
+  } else if (victim) {
+    r = ncclAllGather(send, recv, kCount / x.nranks, ncclFloat, comm, s);
+  } else {
+    r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
+  }
+  ncclResult_t async = r;
+  while (async == ncclSuccess && now() - t0 < kDeathLimitSeconds + 20) {
+    ncclCommGetAsyncError(comm, &async);
+    if (async == ncclSuccess && cudaStreamQuery(s) == cudaSuccess) break;  // completed: a silent wrong result
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double seen = now() - t0;
+  const std::string last = ncclGetLastError(comm);
+  x.verdict(async == ncclInvalidUsage && seen <= kDeathLimitSeconds, "ncclInvalidUsage from the call or the communicator",
+            "call: " + text(r) + ", then " + text(async) + " after " + std::to_string(seen) + " s");
+  const char* what = x.scenario == Scenario::MismatchCount ? "(the count differs)"
+                     : x.scenario == Scenario::MismatchRoot ? "(the root differs)" : "(the collective differs)";
+  x.verdict(last.find("collective #2 on this communicator differs between ranks") != std::string::npos &&
+                last.find(what) != std::string::npos, "the last error says which call differs and how", last);
+  const double a0 = now();
+  r = ncclCommAbort(comm);
+  x.verdict(r == ncclSuccess && now() - a0 <= kAbortLimitSeconds, "ncclCommAbort returns promptly",
+            text(r) + " in " + std::to_string(now() - a0) + " s");
+  std::string why;
+  x.verdict(drains(s, 10, &why), "the stream drains after the abort", why);
+}
+
 void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g,
               const ncclUniqueId& recoveryId) {
   if (x.scenario == Scenario::KillFinalize) return survivorFinalize(x, comm);
@@ -331,6 +381,10 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
       x.fatal("warm-up send/recv", "");
     }
   }
+  if (isMismatch(sc)) {
+    mismatchedCall(x, comm, send, recv, s);
+    return x.fails == 0 ? 0 : 1;
+  }
   if (rank == nranks - 1) {  // the victim
     if (isKill(sc)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors are waiting by now
@@ -407,7 +461,7 @@ bool runScenario(Scenario sc, int nranks, int gpus) {
   }
   if (victimIdles(sc)) kill(victim, SIGKILL);
   waitpid(victim, &status, 0);
-  const bool victimLives = sc == Scenario::StopContinue || sc == Scenario::ShrinkAlive;
+  const bool victimLives = sc == Scenario::StopContinue || sc == Scenario::ShrinkAlive || isMismatch(sc);
   const bool victimOk = victimLives ? (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                                     : (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   if (!victimOk) std::printf("FAIL %s victim rank %d: %s\n", kNames[(int)sc], nranks - 1, describe(status).c_str());

@@ -25,7 +25,7 @@ TEST(OpLedger, CountsAreReadByAnotherProcessAndVanishWithTheLedger) {
   auto mine = OpLedger::create(hash, 3);
   if (!mine) GTEST_SKIP() << "no POSIX shared memory on this machine";
   EXPECT_EQ(OpLedger::readPeer(hash, 3), 0);
-  for (int i = 0; i < 5; ++i) mine->noteCollective();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(mine->publish({}), (uint64_t)i + 1);
   EXPECT_EQ(mine->collectives(), 5u);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -54,7 +54,7 @@ TEST(OpLedger, AForeignOrShortPageIsNotBelieved) {
   // The rank's own ledger replaces a stale page left under its name.
   auto fresh = OpLedger::create(hash, 1);
   ASSERT_TRUE(fresh);
-  fresh->noteCollective();
+  fresh->publish({});
   EXPECT_EQ(OpLedger::readPeer(hash, 1), 1);
 }
 
