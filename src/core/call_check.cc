@@ -1,5 +1,6 @@
 #include "core/call_check.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -82,11 +83,30 @@ std::string describeFinding(uint64_t seq, int rank, const CallSignature& mine, i
          what + (what.find(" and ") == std::string::npos ? " differs)" : " differ)");
 }
 
-std::vector<int> callCheckNeighbors(const std::vector<uint64_t>& hostOf, int rank) {
+std::string describeP2pFinding(uint64_t seq, int sender, const P2pSignature& sent, int receiver,
+                               const P2pSignature& received) {
+  auto call = [](const char* name, const P2pSignature& op) {
+    const uint64_t bytes = op.count * typeBytes(op.dataType);
+    return std::string(name) + "(count " + std::to_string(op.count) + ", " + typeName(op.dataType) + ", " +
+           std::to_string(bytes) + (bytes == 1 ? " byte)" : " bytes)");
+  };
+  char head[160];
+  snprintf(head, sizeof(head), "send #%" PRIu64 " from rank %d to rank %d and the receive that meets it differ in size: "
+           "rank %d called ", seq, sender, receiver, sender);
+  return head + call("ncclSend", sent) + ", rank " + std::to_string(receiver) + " called " +
+         call("ncclRecv", received);
+}
+
+std::vector<int> hostRanksOf(const std::vector<uint64_t>& hostOf, int rank) {
   std::vector<int> local;
   for (size_t r = 0; r < hostOf.size(); ++r) {
     if (hostOf[r] == hostOf[rank]) local.push_back((int)r);
   }
+  return local;
+}
+
+std::vector<int> callCheckNeighbors(const std::vector<uint64_t>& hostOf, int rank) {
+  const std::vector<int> local = hostRanksOf(hostOf, rank);
   std::vector<int> neighbors;
   for (size_t i = 0; i < local.size(); ++i) {
     if (local[i] != rank) continue;
@@ -96,36 +116,67 @@ std::vector<int> callCheckNeighbors(const std::vector<uint64_t>& hostOf, int ran
   return neighbors;
 }
 
-// A neighbor's page is opened once, at the first call: every rank made its page before any rank's
+// A rank's page is opened once, at its first use: every rank made its page before any rank's
 // creation finished, so a page missing then (no shared memory there) never comes.
-struct CallChecker::Neighbor {
-  int rank;
+struct CallChecker::Page {
   bool opened = false;
-  std::unique_ptr<PeerLedger> page;
+  std::unique_ptr<PeerLedger> ledger;
 };
 
-CallChecker::CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors) : commHash_(commHash), rank_(rank) {
-  for (int r : neighbors) neighbors_.push_back(Neighbor{r, false, nullptr});
+CallChecker::CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors, std::vector<int> hostRanks)
+    : commHash_(commHash), rank_(rank), neighbors_(std::move(neighbors)), hostRanks_(std::move(hostRanks)) {
+  if (hostRanks_.empty()) {
+    hostRanks_ = neighbors_;
+    hostRanks_.push_back(rank);
+    std::sort(hostRanks_.begin(), hostRanks_.end());
+  }
+  pages_.resize(hostRanks_.size());
 }
 
 CallChecker::~CallChecker() = default;
 
-std::string CallChecker::check(uint64_t seq, const CallSignature& mine) {
-  for (Neighbor& n : neighbors_) {
-    if (!n.opened) {
-      n.opened = true;
-      n.page = PeerLedger::open(commHash_, n.rank);
-      if (!n.page) {
-        WEFT_INFO(log::kInit, "rank %d: rank %d's ledger cannot be read; calls are not compared with its calls",
-                  rank_, n.rank);
-      }
+int CallChecker::hostIndex(int rank) const {
+  const auto it = std::lower_bound(hostRanks_.begin(), hostRanks_.end(), rank);
+  return it != hostRanks_.end() && *it == rank ? (int)(it - hostRanks_.begin()) : -1;
+}
+
+const PeerLedger* CallChecker::page(int rank) {
+  const int index = hostIndex(rank);
+  if (index < 0 || rank == rank_) return nullptr;
+  Page& p = pages_[index];
+  if (!p.opened) {
+    p.opened = true;
+    p.ledger = PeerLedger::open(commHash_, rank);
+    if (!p.ledger) {
+      WEFT_INFO(log::kInit, "rank %d: rank %d's ledger cannot be read; calls are not compared with its calls", rank_,
+                rank);
     }
+  }
+  return p.ledger.get();
+}
+
+std::string CallChecker::check(uint64_t seq, const CallSignature& mine) {
+  for (int n : neighbors_) {
+    const PeerLedger* ledger = page(n);
     CallSignature theirs;
-    if (n.page && n.page->recent(seq, &theirs) && !callDifference(mine, theirs).empty()) {
-      return describeFinding(seq, rank_, mine, n.rank, theirs);
+    if (ledger && ledger->recent(seq, &theirs) && !callDifference(mine, theirs).empty()) {
+      return describeFinding(seq, rank_, mine, n, theirs);
     }
   }
   return "";
+}
+
+std::string CallChecker::checkP2p(int peer, P2pDirection dir, uint64_t seq, const P2pSignature& mine) {
+  const PeerLedger* ledger = page(peer);
+  const P2pDirection theirDir = dir == P2pDirection::kSend ? P2pDirection::kRecv : P2pDirection::kSend;
+  P2pSignature theirs;
+  if (!ledger || !ledger->recentP2p(hostIndex(rank_), theirDir, seq, &theirs)) return "";
+  const uint64_t myBytes = mine.count * typeBytes(mine.dataType);
+  const uint64_t theirBytes = theirs.count * typeBytes(theirs.dataType);
+  const bool same = myBytes != 0 ? myBytes == theirBytes : mine.count == theirs.count && mine.dataType == theirs.dataType;
+  if (same) return "";
+  return dir == P2pDirection::kSend ? describeP2pFinding(seq, rank_, mine, peer, theirs)
+                                    : describeP2pFinding(seq, peer, theirs, rank_, mine);
 }
 
 FindingWatch::FindingWatch(uint64_t commHash, std::vector<int> ranks)
@@ -153,28 +204,58 @@ std::vector<int> sameHostPeers(const ncclComm* comm) {
   return ranks;
 }
 
-Status noteCollectiveCall(ncclComm* comm, const CallSignature& call) {
-  if (!comm->ledger) return ncclSuccess;
-  const uint64_t seq = comm->ledger->publish(call);
+namespace {
+
+constexpr const char* kCollectiveAdvice =
+    "Every rank must make the same collective calls in the same order, with the same count, datatype, reduction "
+    "and root";
+constexpr const char* kP2pAdvice =
+    "The n-th ncclSend from a rank to a peer must match the peer's n-th ncclRecv from that rank in size (count "
+    "times the datatype's bytes)";
+
+CallChecker& checkerOf(ncclComm* comm) {
   if (!comm->callChecker) {
-    std::vector<int> neighbors;
+    std::vector<uint64_t> hostOf(comm->nRanks);
+    for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
+    std::vector<int> neighbors, hostRanks{comm->rank};
     if (kCallCheck.get() != 0) {
-      std::vector<uint64_t> hostOf(comm->nRanks);
-      for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
       neighbors = callCheckNeighbors(hostOf, comm->rank);
+      hostRanks = hostRanksOf(hostOf, comm->rank);
     }
-    comm->callChecker = std::make_unique<CallChecker>(comm->commHash, comm->rank, std::move(neighbors));
+    comm->callChecker = std::make_unique<CallChecker>(comm->commHash, comm->rank, std::move(neighbors),
+                                                      std::move(hostRanks));
   }
-  const std::string finding = comm->callChecker->check(seq, call);
-  if (finding.empty()) return ncclSuccess;
-  WEFT_WARN("rank %d: %s. Every rank must make the same collective calls in the same order, with the same count, "
-            "datatype, reduction and root. Nothing was launched for this call; the communicator is failed "
-            "(ncclInvalidUsage): abort or destroy it", comm->rank, finding.c_str());
-  comm->ledger->postFinding(seq, finding);
+  return *comm->callChecker;
+}
+
+// The finder's side: refuse the call, fail the communicator, tell the other ranks of the host.
+Status refuseCall(ncclComm* comm, uint64_t seq, const std::string& finding, const char* advice) {
+  WEFT_WARN("rank %d: %s. %s. Nothing was launched for this call; the communicator is failed (ncclInvalidUsage): "
+            "abort or destroy it", comm->rank, finding.c_str(), advice);
+  comm->ledger->postFinding(seq, finding + ". " + advice);
   comm->setLastError(log::lastErrorOfThread());
   comm->asyncError.store(ncclInvalidUsage);
   requestAbort(comm);
   return ncclInvalidUsage;
+}
+
+}  // namespace
+
+Status noteCollectiveCall(ncclComm* comm, const CallSignature& call) {
+  if (!comm->ledger) return ncclSuccess;
+  const uint64_t seq = comm->ledger->publish(call);
+  const std::string finding = checkerOf(comm).check(seq, call);
+  return finding.empty() ? ncclSuccess : refuseCall(comm, seq, finding, kCollectiveAdvice);
+}
+
+Status noteP2pCall(ncclComm* comm, int peer, P2pDirection dir, const P2pSignature& op) {
+  if (!comm->ledger || op.count == 0 || peer == comm->rank) return ncclSuccess;
+  CallChecker& checker = checkerOf(comm);
+  const int hostPeer = checker.hostIndex(peer);
+  if (hostPeer < 0) return ncclSuccess;  // another host, or the check is off
+  const uint64_t seq = comm->ledger->publishP2p(hostPeer, dir, op);
+  const std::string finding = checker.checkP2p(peer, dir, seq, op);
+  return finding.empty() ? ncclSuccess : refuseCall(comm, seq, finding, kP2pAdvice);
 }
 
 }  // namespace weft::core

@@ -11,8 +11,13 @@
 //   - it refuses the call (ncclInvalidUsage, naming both calls and what differs), fails its
 //     communicator and posts the finding in its ledger; the watchdog of every other rank of the host
 //     reads it within one interval and fails theirs, which stops their kernels waiting for the call.
+// Sends and receives are matched the same way, per pair of ranks of the host: the n-th ncclSend
+// from A to B is compared with B's n-th ncclRecv from A, by size in bytes, when the second of the
+// two is called (zero-byte ones are skipped: both sides may leave them out). A size that differs
+// would hang both ranks or cut the data short.
 // Not seen: ranks of other hosts, a rank without shared memory, a neighbor more than
-// OpLedger::kRecentCalls calls ahead. NCCL_WEFT_CALL_CHECK=0 turns the comparison off.
+// OpLedger::kRecentCalls calls (kRecentP2p sends) ahead. NCCL_WEFT_CALL_CHECK=0 turns the
+// comparison off.
 #pragma once
 
 #include <cstdint>
@@ -44,23 +49,39 @@ std::string describeCall(const CallSignature& call);
 std::string callDifference(const CallSignature& a, const CallSignature& b);
 // Pure: the sentence of a finding about call `seq` between this rank and a neighbor.
 std::string describeFinding(uint64_t seq, int rank, const CallSignature& mine, int peer, const CallSignature& theirs);
+// Pure: the sentence of a finding about send number `seq` from `sender` to `receiver`.
+std::string describeP2pFinding(uint64_t seq, int sender, const P2pSignature& sent, int receiver,
+                               const P2pSignature& received);
+// Pure: the ranks of `rank`'s host (hostOf[r] names rank r's host), in rank order, itself included:
+// a rank's host index is its place in this list.
+std::vector<int> hostRanksOf(const std::vector<uint64_t>& hostOf, int rank);
 // Pure: the ranks whose calls `rank` compares with its own: the ranks of its host (hostOf[r] names
 // rank r's host) just before and after it, in rank order.
 std::vector<int> callCheckNeighbors(const std::vector<uint64_t>& hostOf, int rank);
 
-// The enqueue side of one rank: its neighbors' pages, mapped at the first call.
+// The enqueue side of one rank: the pages of the ranks of its host, each mapped at its first use.
 class CallChecker {
  public:
-  CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors);
+  // `neighbors`: whose collectives are compared; `hostRanks`: as hostRanksOf (empty: the
+  // neighbors and this rank).
+  CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors, std::vector<int> hostRanks = {});
   ~CallChecker();
   // "" when no neighbor made call `seq` differently (or none has made it yet), else the finding.
   std::string check(uint64_t seq, const CallSignature& mine);
+  // "" when `peer` has not yet made the receive (send) that meets this rank's send (receive)
+  // number `seq` to (from) it, or made it alike; else the finding.
+  std::string checkP2p(int peer, P2pDirection dir, uint64_t seq, const P2pSignature& mine);
+  // `rank`'s place among the ranks of this host; -1 when it is on another host.
+  int hostIndex(int rank) const;
 
  private:
-  struct Neighbor;
+  struct Page;
+  const PeerLedger* page(int rank);
   uint64_t commHash_;
   int rank_;
-  std::vector<Neighbor> neighbors_;
+  std::vector<int> neighbors_;
+  std::vector<int> hostRanks_;
+  std::vector<Page> pages_;  // by host index
 };
 
 // The watchdog side: the findings posted by the other ranks of the host.
@@ -81,6 +102,8 @@ class FindingWatch {
 // (on by default). A difference fails the communicator (ncclInvalidUsage; its kernels stop) and
 // the call returns ncclInvalidUsage without launching.
 [[nodiscard]] Status noteCollectiveCall(ncclComm* comm, const CallSignature& call);
+// The same for a send to (receive from) `peer`; a difference names both calls and their sizes.
+[[nodiscard]] Status noteP2pCall(ncclComm* comm, int peer, P2pDirection dir, const P2pSignature& op);
 
 // The ranks of the communicator's host other than itself, whose findings its watchdog reads.
 std::vector<int> sameHostPeers(const ncclComm* comm);

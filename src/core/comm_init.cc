@@ -271,7 +271,11 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   WEFT_TRY(bootstrap::Bootstrap::init(ids.data(), (int)ids.size(), rank, nRanks, &comm->abortRequested,
                                       &comm->bootstrap));
   WEFT_TRY(exchangePeerInfo(comm));
-  if (nRanks > 1) comm->ledger = OpLedger::create(comm->commHash, rank);
+  if (nRanks > 1) {
+    int hostRanks = 0;
+    for (int r = 0; r < nRanks; ++r) hostRanks += comm->peers[r].hostHash == comm->peers[rank].hostHash;
+    comm->ledger = OpLedger::create(comm->commHash, rank, hostRanks);
+  }
 
   int lo = 1, hi = dev::kMaxChannels;
   int userLo = 1;

@@ -23,12 +23,26 @@ struct CallSlot {
   std::atomic<uint64_t> shape;  // call | dataType << 8 | redOp << 16 | (uint32_t)root << 32
 };
 
+// One send or receive, as a CallSlot.
+struct P2pSlot {
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> count;
+  std::atomic<uint64_t> dataType;
+};
+
+// The sends to (or receives from) one rank of the host.
+struct alignas(64) P2pLane {
+  std::atomic<uint64_t> ops;
+  P2pSlot recent[OpLedger::kRecentP2p];
+};
+
 struct LedgerPage {
   static constexpr uint64_t kMagic = 0x7765667443616c6cULL;  // "weftCall"
   static constexpr size_t kFindingBytes = 768;
   uint64_t magic;
   uint64_t commHash;
   int64_t rank;
+  uint64_t hostRanks;  // P2pLanes after the page: [hostRanks][2] (P2pDirection)
   std::atomic<uint64_t> collectives;
   // The first difference this rank found: the text is written before findingSeq, and never again.
   alignas(128) std::atomic<uint64_t> findingSeq;
@@ -38,6 +52,12 @@ struct LedgerPage {
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the page is shared between processes");
 
 namespace {
+
+// The page and its lanes, as mapped.
+size_t pageBytes(uint64_t hostRanks) { return sizeof(LedgerPage) + hostRanks * 2 * sizeof(P2pLane); }
+
+P2pLane* lanes(LedgerPage* page) { return reinterpret_cast<P2pLane*>(page + 1); }
+const P2pLane* lanes(const LedgerPage* page) { return reinterpret_cast<const P2pLane*>(page + 1); }
 
 uint64_t packShape(const CallSignature& c) {
   return (uint64_t)c.call | (uint64_t)c.dataType << 8 | (uint64_t)c.redOp << 16 | (uint64_t)(uint32_t)c.root << 32;
@@ -66,7 +86,7 @@ std::string OpLedger::pageName(uint64_t commHash, int rank) {
   return name;
 }
 
-std::unique_ptr<OpLedger> OpLedger::create(uint64_t commHash, int rank) {
+std::unique_ptr<OpLedger> OpLedger::create(uint64_t commHash, int rank, int hostRanks) {
   const std::string name = pageName(commHash, rank);
   shm_unlink(name.c_str());  // a page left by a process that died with the same id: start afresh
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -75,10 +95,9 @@ std::unique_ptr<OpLedger> OpLedger::create(uint64_t commHash, int rank) {
               "this rank's calls are not compared with theirs", rank, name.c_str(), strerror(errno));
     return nullptr;
   }
+  const size_t bytes = pageBytes(hostRanks < 0 ? 0 : (uint64_t)hostRanks);
   void* p = MAP_FAILED;
-  if (ftruncate(fd, sizeof(LedgerPage)) == 0) {
-    p = mmap(nullptr, sizeof(LedgerPage), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  }
+  if (ftruncate(fd, bytes) == 0) p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     WEFT_INFO(log::kInit, "rank %d: could not map %s (%s); a hang report will not name other ranks, and this "
@@ -91,12 +110,13 @@ std::unique_ptr<OpLedger> OpLedger::create(uint64_t commHash, int rank) {
   LedgerPage* page = static_cast<LedgerPage*>(p);
   page->commHash = commHash;
   page->rank = rank;
+  page->hostRanks = hostRanks < 0 ? 0 : (uint64_t)hostRanks;
   __atomic_store_n(&page->magic, LedgerPage::kMagic, __ATOMIC_RELEASE);
-  return std::unique_ptr<OpLedger>(new OpLedger(page, name));
+  return std::unique_ptr<OpLedger>(new OpLedger(page, bytes, name));
 }
 
 OpLedger::~OpLedger() {
-  munmap(page_, sizeof(LedgerPage));
+  munmap(page_, bytes_);
   shm_unlink(name_.c_str());
 }
 
@@ -116,6 +136,21 @@ uint64_t OpLedger::publish(const CallSignature& call) {
 
 uint64_t OpLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
 
+uint64_t OpLedger::publishP2p(int hostPeer, P2pDirection dir, const P2pSignature& op) {
+  if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return 0;
+  P2pLane& lane = lanes(page_)[hostPeer * 2 + (int)dir];
+  const uint64_t seq = lane.ops.load(std::memory_order_relaxed) + 1;
+  P2pSlot& slot = lane.recent[seq % kRecentP2p];
+  slot.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.count.store(op.count, std::memory_order_relaxed);
+  slot.dataType.store(op.dataType, std::memory_order_relaxed);
+  slot.seq.store(seq, std::memory_order_release);
+  lane.ops.store(seq, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return seq;
+}
+
 void OpLedger::postFinding(uint64_t seq, const std::string& text) {
   if (seq == 0 || page_->findingSeq.load(std::memory_order_relaxed) != 0) return;
   snprintf(page_->finding, sizeof(page_->finding), "%s", text.c_str());
@@ -127,20 +162,23 @@ std::unique_ptr<PeerLedger> PeerLedger::open(uint64_t commHash, int rank) {
   if (fd < 0) return nullptr;
   struct stat st {};
   void* p = MAP_FAILED;
+  size_t bytes = 0;
   if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(LedgerPage)) {
-    p = mmap(nullptr, sizeof(LedgerPage), PROT_READ, MAP_SHARED, fd, 0);
+    bytes = (size_t)st.st_size;
+    p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   }
   close(fd);
   if (p == MAP_FAILED) return nullptr;
   const LedgerPage* page = static_cast<const LedgerPage*>(p);
-  if (!pageIsRanks(page, commHash, rank)) {
-    munmap(p, sizeof(LedgerPage));
+  // The lanes the header promises must all be there (a bounded count first: the product must not wrap).
+  if (!pageIsRanks(page, commHash, rank) || page->hostRanks > (1u << 20) || bytes < pageBytes(page->hostRanks)) {
+    munmap(p, bytes);
     return nullptr;
   }
-  return std::unique_ptr<PeerLedger>(new PeerLedger(page));
+  return std::unique_ptr<PeerLedger>(new PeerLedger(page, bytes));
 }
 
-PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), sizeof(LedgerPage)); }
+PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), bytes_); }
 
 uint64_t PeerLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
 
@@ -153,6 +191,19 @@ bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (slot.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten while copied
   *out = unpack(shape, count);
+  return true;
+}
+
+bool PeerLedger::recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSignature* out) const {
+  if (seq == 0 || hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return false;
+  const P2pSlot& slot = lanes(page_)[hostPeer * 2 + (int)dir].recent[seq % OpLedger::kRecentP2p];
+  if (slot.seq.load(std::memory_order_acquire) != seq) return false;
+  P2pSignature op;
+  op.count = slot.count.load(std::memory_order_relaxed);
+  op.dataType = (uint8_t)slot.dataType.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.seq.load(std::memory_order_relaxed) != seq) return false;
+  *out = op;
   return true;
 }
 

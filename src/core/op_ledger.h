@@ -4,7 +4,10 @@
 //     stops making progress, the watchdog reads its peers' pages: a rank that has issued fewer
 //     collectives than this one has not made the call this rank waits in;
 //   - the arguments of its last kRecentCalls collectives, so that ranks compare their calls as
-//     they make them (core/call_check.h), and the first difference the rank found.
+//     they make them (core/call_check.h), and the first difference the rank found;
+//   - per rank of the host, its latest kRecentP2p sends to it and receives from it (count and
+//     datatype), numbered per pair and direction as NCCL matches them: the n-th send from A to B
+//     meets B's n-th receive from A.
 // Only the owning rank writes its page; every other rank of the host maps it read-only.
 #pragma once
 
@@ -29,17 +32,27 @@ struct CallSignature {
   bool operator!=(const CallSignature& o) const { return !(*this == o); }
 };
 
+// One send or receive, as the peer must mirror it.
+struct P2pSignature {
+  uint64_t count = 0;
+  uint8_t dataType = 0;  // ncclDataType_t
+};
+enum class P2pDirection : uint8_t { kSend = 0, kRecv = 1 };
+
 struct LedgerPage;
 
 class OpLedger {
  public:
   // How many of its latest calls a page keeps (a peer further ahead than this is not compared).
   static constexpr uint64_t kRecentCalls = 512;
+  // How many of its latest sends to (receives from) one peer a page keeps.
+  static constexpr uint64_t kRecentP2p = 64;
 
   // This rank's page, made and mapped read-write; null (logged at INFO) where shared memory cannot
   // be made (a container without /dev/shm): the hang report then names no ranks, and the calls
-  // of this rank are not compared.
-  static std::unique_ptr<OpLedger> create(uint64_t commHash, int rank);
+  // of this rank are not compared. `hostRanks`: how many ranks of the communicator are on this
+  // host (this one included); their sends and receives are kept by host index (rank order).
+  static std::unique_ptr<OpLedger> create(uint64_t commHash, int rank, int hostRanks = 0);
   ~OpLedger();  // unmaps and removes the page
   OpLedger(const OpLedger&) = delete;
   OpLedger& operator=(const OpLedger&) = delete;
@@ -48,6 +61,9 @@ class OpLedger {
   // peer's page read after it is read after this call became visible (call_check.h relies on it).
   uint64_t publish(const CallSignature& call);
   uint64_t collectives() const;
+  // Records the next send to (receive from) the rank of host index `hostPeer` and returns its
+  // number on that pair and direction (1, 2, ...); a full fence too.
+  uint64_t publishP2p(int hostPeer, P2pDirection dir, const P2pSignature& op);
   // Records the first difference this rank found (later ones are dropped); peers read it.
   void postFinding(uint64_t seq, const std::string& text);
 
@@ -57,8 +73,9 @@ class OpLedger {
   static std::string pageName(uint64_t commHash, int rank);
 
  private:
-  OpLedger(LedgerPage* page, std::string name) : page_(page), name_(std::move(name)) {}
+  OpLedger(LedgerPage* page, size_t bytes, std::string name) : page_(page), bytes_(bytes), name_(std::move(name)) {}
   LedgerPage* page_;
+  size_t bytes_;
   std::string name_;
 };
 
@@ -75,12 +92,16 @@ class PeerLedger {
   // The peer's call number `seq`; false when it has not made it yet, or its slot already holds a
   // later call.
   bool recent(uint64_t seq, CallSignature* out) const;
+  // The peer's send number `seq` to (receive from) the rank of host index `hostPeer`; false as
+  // recent(), or when the page keeps no such rank.
+  bool recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSignature* out) const;
   // The first difference the peer found: its call number and sentence; false when none.
   bool finding(uint64_t* seq, std::string* text) const;
 
  private:
-  explicit PeerLedger(const LedgerPage* page) : page_(page) {}
+  PeerLedger(const LedgerPage* page, size_t bytes) : page_(page), bytes_(bytes) {}
   const LedgerPage* page_;
+  size_t bytes_;
 };
 
 // Pure: the sentence that names the ranks behind this one. `peers[r]` is rank r's count (-1:

@@ -105,15 +105,14 @@ void checkProgress(Watched& w, double now, double timeoutSec) {
   failCommunicator(comm, laggards.find("has issued") != std::string::npos ? ncclRemoteError : ncclSystemError);
 }
 
-// A rank of this host found that a collective call differs between ranks: this rank fails too (its
+// A rank of this host found that a call differs between ranks (call_check.h): this rank fails too (its
 // kernels may wait for the call the finder refused). True when it did.
 bool reportFinding(Watched& w) {
   int finder = -1;
   std::string text;
   if (!w.findings || !w.findings->poll(&finder, &text)) return false;
-  WEFT_WARN("rank %d: rank %d found that %s. Every rank must make the same collective calls in the same order, with "
-            "the same count, datatype, reduction and root. This communicator is failed (ncclInvalidUsage) and its "
-            "pending work aborted: abort or destroy it", w.comm->rank, finder, text.c_str());
+  WEFT_WARN("rank %d: rank %d found that %s. This communicator is failed (ncclInvalidUsage) and its pending work "
+            "aborted: abort or destroy it", w.comm->rank, finder, text.c_str());
   failCommunicator(w.comm, ncclInvalidUsage);
   return true;
 }

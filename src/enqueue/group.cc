@@ -140,7 +140,15 @@ Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
 }
 
 Status enqueueTask(ncclComm* comm, const Task& task) {
-  if (!task.isP2p()) WEFT_TRY(core::noteCollectiveCall(comm, callOf(task)));
+  if (!task.isP2p()) {
+    WEFT_TRY(core::noteCollectiveCall(comm, callOf(task)));
+  } else {
+    core::P2pSignature op;
+    op.count = task.count;
+    op.dataType = (uint8_t)task.dataType;
+    WEFT_TRY(core::noteP2pCall(comm, task.peer,
+                               task.kind == TaskKind::kSend ? core::P2pDirection::kSend : core::P2pDirection::kRecv, op));
+  }
   if (tGroup.depth == 0) {
     comm->tasks.push_back(task);
     Status s = launchQueued(&comm, 1);

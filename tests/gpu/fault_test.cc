@@ -22,8 +22,11 @@
 //                   0.3 s after them)
 //   mismatch-root   the victim's broadcast names root 1, the others' root 0 (it calls after them)
 //   mismatch-call   the victim calls all_gather where the others call all_reduce (it calls first)
+//   mismatch-send   rank 0 sends the victim kCount floats, the victim receives half as many (it calls
+//                   after); the other ranks call nothing
 //                   In the three, every rank (the victim too) must get ncclInvalidUsage, from the call
-//                   or from ncclCommGetAsyncError within the deadline, with a last error that says the
+//                   or from ncclCommGetAsyncError within the deadline (also a rank whose call has
+//                   completed: the mismatch came later), with a last error that says the
 //                   collective differs between ranks and what differs; abort returns, the stream drains.
 // A survivor must see ncclRemoteError from ncclCommGetAsyncError within a deadline and a last error
 // naming the victim's rank ("exited", "stopped", or "has issued" fewer collectives); ncclCommAbort must return promptly and the
@@ -59,15 +62,16 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
-  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall
+  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend
 };
 const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
                         "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
-                        "mismatch-count", "mismatch-root",  "mismatch-call"};
-constexpr int kScenarios = 13;
+                        "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send"};
+constexpr int kScenarios = 14;
 
 bool isMismatch(Scenario s) {
-  return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall;
+  return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall ||
+         s == Scenario::MismatchSend;
 }
 
 bool isKill(Scenario s) {
@@ -240,15 +244,21 @@ void mismatchedCall(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStre
     r = ncclAllReduce(send, recv, victim ? kCount / 2 : kCount, ncclFloat, ncclSum, comm, s);
   } else if (x.scenario == Scenario::MismatchRoot) {
     r = ncclBroadcast(send, recv, kCount, ncclFloat, victim ? 1 : 0, comm, s);
+  } else if (x.scenario == Scenario::MismatchSend) {
+    r = ncclSuccess;
+    if (victim) r = ncclRecv(recv, kCount / 2, ncclFloat, 0, comm, s);
+    if (x.rank == 0) r = ncclSend(send, kCount, ncclFloat, x.nranks - 1, comm, s);
   } else if (victim) {
     r = ncclAllGather(send, recv, kCount / x.nranks, ncclFloat, comm, s);
   } else {
     r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
   }
+  // A rank's call may complete before the mismatch is known: a broadcast from root 0 passes ranks 0
+  // and 1 while rank 2's staging buffer still has room, before rank 2 calls. Such a rank's result is
+  // right; its communicator must still fail once the victim's call is refused.
   ncclResult_t async = r;
-  while (async == ncclSuccess && now() - t0 < kDeathLimitSeconds + 20) {
+  while (async == ncclSuccess && now() - t0 < kDeathLimitSeconds) {
     ncclCommGetAsyncError(comm, &async);
-    if (async == ncclSuccess && cudaStreamQuery(s) == cudaSuccess) break;  // completed: a silent wrong result
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const double seen = now() - t0;
@@ -256,9 +266,14 @@ void mismatchedCall(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStre
   x.verdict(async == ncclInvalidUsage && seen <= kDeathLimitSeconds, "ncclInvalidUsage from the call or the communicator",
             "call: " + text(r) + ", then " + text(async) + " after " + std::to_string(seen) + " s");
   const char* what = x.scenario == Scenario::MismatchCount ? "(the count differs)"
-                     : x.scenario == Scenario::MismatchRoot ? "(the root differs)" : "(the collective differs)";
-  x.verdict(last.find("collective #2 on this communicator differs between ranks") != std::string::npos &&
-                last.find(what) != std::string::npos, "the last error says which call differs and how", last);
+                     : x.scenario == Scenario::MismatchRoot ? "(the root differs)"
+                     : x.scenario == Scenario::MismatchSend ? "ncclRecv(count 524288, ncclFloat32, 2097152 bytes)"
+                                                            : "(the collective differs)";
+  const std::string which = x.scenario == Scenario::MismatchSend
+                                ? "send #1 from rank 0 to rank " + std::to_string(x.nranks - 1)
+                                : "collective #2 on this communicator differs between ranks";
+  x.verdict(last.find(which) != std::string::npos && last.find(what) != std::string::npos,
+            "the last error says which call differs and how", last);
   const double a0 = now();
   r = ncclCommAbort(comm);
   x.verdict(r == ncclSuccess && now() - a0 <= kAbortLimitSeconds, "ncclCommAbort returns promptly",

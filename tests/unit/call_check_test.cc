@@ -170,13 +170,13 @@ TEST(CallCheck, OfTwoNeighborsCallingAtOnceOneSeesTheOther) {
 // and rank 0's watchdog side reads the finding.
 struct FakeRank {
   ncclComm comm;
-  FakeRank(uint64_t hash, int rank) {
+  FakeRank(uint64_t hash, int rank, int nRanks = 2) {
     comm.rank = rank;
-    comm.nRanks = 2;
+    comm.nRanks = nRanks;
     comm.commHash = hash;
-    comm.peers.resize(2);
+    comm.peers.resize(nRanks);
     for (PeerInfo& p : comm.peers) p.hostHash = 42;
-    comm.ledger = OpLedger::create(hash, rank);
+    comm.ledger = OpLedger::create(hash, rank, nRanks);
   }
 };
 
@@ -235,6 +235,68 @@ TEST(CallCheck, AlltoAllIsPublishedAsOneCallOfItsOwn) {
   EXPECT_EQ(ncclAllGather(x, x, 4, ncclInt32, &r1.comm, nullptr), ncclInvalidUsage);
   EXPECT_TRUE(contains(ncclGetLastError(&r1.comm), "rank 0 called ncclAlltoAll(count 4, ncclInt32) (the collective differs)"))
       << ncclGetLastError(&r1.comm);
+}
+
+P2pSignature p2p(uint64_t count, uint8_t type = ncclFloat32) {
+  P2pSignature op;
+  op.count = count;
+  op.dataType = type;
+  return op;
+}
+
+TEST(CallCheck, SendsMeetTheReceiveOfTheSameNumberOnTheirPairOnly) {
+  EXPECT_EQ(hostRanksOf({1, 2, 1, 2, 1}, 4), std::vector<int>({0, 2, 4}));
+  EXPECT_EQ(describeP2pFinding(3, 0, p2p(1024), 2, p2p(1, ncclInt8)),
+            "send #3 from rank 0 to rank 2 and the receive that meets it differ in size: rank 0 called "
+            "ncclSend(count 1024, ncclFloat32, 4096 bytes), rank 2 called ncclRecv(count 1, ncclInt8, 1 byte)");
+  const uint64_t hash = freshHash();
+  FakeRank r0(hash, 0, 3), r1(hash, 1, 3), r2(hash, 2, 3);
+  if (!r0.comm.ledger || !r1.comm.ledger || !r2.comm.ledger) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  // Rank 0 sends 4 floats to rank 1, then 8 to rank 2; zero-byte sends are not numbered.
+  EXPECT_EQ(noteP2pCall(&r0.comm, 1, P2pDirection::kSend, p2p(4)), ncclSuccess);
+  EXPECT_EQ(noteP2pCall(&r0.comm, 1, P2pDirection::kSend, p2p(0)), ncclSuccess);
+  EXPECT_EQ(noteP2pCall(&r0.comm, 2, P2pDirection::kSend, p2p(8)), ncclSuccess);
+  // Rank 1's first receive from rank 0 has the same bytes in another type: it passes.
+  EXPECT_EQ(noteP2pCall(&r1.comm, 0, P2pDirection::kRecv, p2p(16, ncclUint8)), ncclSuccess);
+  // Rank 2's receive #1 from rank 0 meets send #1 on ITS pair (8 floats), not rank 1's.
+  EXPECT_EQ(noteP2pCall(&r2.comm, 0, P2pDirection::kRecv, p2p(8)), ncclSuccess);
+  // Rank 1's second receive comes first; rank 0's send #2 to it then finds the difference.
+  EXPECT_EQ(noteP2pCall(&r1.comm, 0, P2pDirection::kRecv, p2p(6)), ncclSuccess);
+  EXPECT_EQ(noteP2pCall(&r0.comm, 1, P2pDirection::kSend, p2p(5)), ncclInvalidUsage);
+  const std::string error = ncclGetLastError(&r0.comm);
+  EXPECT_TRUE(contains(error, "send #2 from rank 0 to rank 1 and the receive that meets it differ in size: rank 0 "
+                              "called ncclSend(count 5, ncclFloat32, 20 bytes), rank 1 called ncclRecv(count 6, "
+                              "ncclFloat32, 24 bytes)")) << error;
+  EXPECT_TRUE(r0.comm.abortRequested.load());
+  // The other ranks' watchdog side reads it, with what to do about it.
+  FindingWatch watch(hash, sameHostPeers(&r2.comm));
+  int finder = -1;
+  std::string text;
+  ASSERT_TRUE(watch.poll(&finder, &text));
+  EXPECT_EQ(finder, 0);
+  EXPECT_TRUE(contains(text, "must match the peer's n-th ncclRecv")) << text;
+}
+
+TEST(CallCheck, TheApiRefusesAReceiveOfAnotherSize) {
+  const uint64_t hash = freshHash();
+  FakeRank r0(hash, 0), r1(hash, 1);
+  if (!r0.comm.ledger || !r1.comm.ledger) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  ASSERT_EQ(noteP2pCall(&r0.comm, 1, P2pDirection::kSend, p2p(64)), ncclSuccess);
+  float x[64] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclRecv(x, 32, ncclFloat32, 0, &r1.comm, nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  EXPECT_TRUE(r1.comm.tasks.empty());
+  EXPECT_TRUE(contains(ncclGetLastError(&r1.comm), "rank 1 called ncclRecv(count 32, ncclFloat32, 128 bytes)"))
+      << ncclGetLastError(&r1.comm);
+  {
+    test::ScopedEnv env;
+    env.set("NCCL_WEFT_CALL_CHECK", "0");
+    const uint64_t other = freshHash();
+    FakeRank q0(other, 0), q1(other, 1);
+    ASSERT_EQ(noteP2pCall(&q0.comm, 1, P2pDirection::kSend, p2p(64)), ncclSuccess);
+    EXPECT_EQ(noteP2pCall(&q1.comm, 0, P2pDirection::kRecv, p2p(32)), ncclSuccess) << "the check is off";
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,9 @@
 #include <gtest/gtest.h>
 
 using weft::core::OpLedger;
+using weft::core::P2pDirection;
+using weft::core::P2pSignature;
+using weft::core::PeerLedger;
 using weft::core::describeLaggards;
 
 namespace {
@@ -56,6 +60,31 @@ TEST(OpLedger, AForeignOrShortPageIsNotBelieved) {
   ASSERT_TRUE(fresh);
   fresh->publish({});
   EXPECT_EQ(OpLedger::readPeer(hash, 1), 1);
+}
+
+TEST(OpLedger, APageShorterThanItsSendLanesIsNotBelieved) {
+  const uint64_t hash = freshHash();
+  auto mine = OpLedger::create(hash, 2, 4);
+  if (!mine) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  P2pSignature op;
+  op.count = 9;
+  EXPECT_EQ(mine->publishP2p(3, P2pDirection::kRecv, op), 1u);
+  EXPECT_EQ(mine->publishP2p(4, P2pDirection::kRecv, op), 0u) << "no lane for a fifth rank of the host";
+  auto whole = PeerLedger::open(hash, 2);
+  ASSERT_TRUE(whole);
+  P2pSignature got;
+  EXPECT_TRUE(whole->recentP2p(3, P2pDirection::kRecv, 1, &got));
+  EXPECT_EQ(got.count, 9u);
+  EXPECT_FALSE(whole->recentP2p(3, P2pDirection::kSend, 1, &got)) << "the other direction has none";
+  EXPECT_FALSE(whole->recentP2p(4, P2pDirection::kRecv, 1, &got));
+  // Cut the file short of its last lane: the header's count of lanes no longer fits.
+  struct stat st {};
+  const int fd = shm_open(OpLedger::pageName(hash, 2).c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(ftruncate(fd, st.st_size - 64), 0);
+  close(fd);
+  EXPECT_FALSE(PeerLedger::open(hash, 2));
 }
 
 TEST(OpLedger, TheReportNamesOnlyTheRanksBehind) {
