@@ -204,6 +204,24 @@ std::vector<int> sameHostPeers(const ncclComm* comm) {
   return ranks;
 }
 
+void failOnFinding(ncclComm* comm, int finder, const std::string& text) {
+  WEFT_WARN("rank %d: rank %d found that %s. This communicator is failed (ncclInvalidUsage) and its pending work "
+            "aborted: abort or destroy it", comm->rank, finder, text.c_str());
+  comm->setLastError(log::lastErrorOfThread());
+  comm->asyncError.store(ncclInvalidUsage);
+  requestAbort(comm);
+}
+
+bool adoptHostFinding(ncclComm* comm) {
+  if (!comm->ledger) return false;
+  FindingWatch watch(comm->commHash, sameHostPeers(comm));
+  int finder = -1;
+  std::string text;
+  if (!watch.poll(&finder, &text)) return false;
+  failOnFinding(comm, finder, text);
+  return true;
+}
+
 namespace {
 
 constexpr const char* kCollectiveAdvice =

@@ -105,6 +105,12 @@ class FindingWatch {
 // The same for a send to (receive from) `peer`; a difference names both calls and their sizes.
 [[nodiscard]] Status noteP2pCall(ncclComm* comm, int peer, P2pDirection dir, const P2pSignature& op);
 
+// Logs the finding `text` posted by rank `finder` and fails `comm` (ncclInvalidUsage, kernels stop).
+void failOnFinding(ncclComm* comm, int finder, const std::string& text);
+// A call that failed because a peer went away may have a root cause: the peer refused a call that
+// differed and aborted. True when a rank of the host posted a finding: `comm` then fails on it.
+bool adoptHostFinding(ncclComm* comm);
+
 // The ranks of the communicator's host other than itself, whose findings its watchdog reads.
 std::vector<int> sameHostPeers(const ncclComm* comm);
 

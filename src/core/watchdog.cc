@@ -111,9 +111,7 @@ bool reportFinding(Watched& w) {
   int finder = -1;
   std::string text;
   if (!w.findings || !w.findings->poll(&finder, &text)) return false;
-  WEFT_WARN("rank %d: rank %d found that %s. This communicator is failed (ncclInvalidUsage) and its pending work "
-            "aborted: abort or destroy it", w.comm->rank, finder, text.c_str());
-  failCommunicator(w.comm, ncclInvalidUsage);
+  failOnFinding(w.comm, finder, text);
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <vector>
 
+#include "core/call_check.h"
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/watchdog.h"
@@ -291,6 +292,7 @@ Status connectOnFirstUse(std::vector<CommLaunches>& all) {
       if (isError(s)) {
         WEFT_WARN("rank %d: could not connect point-to-point channels %s rank(s) on first use; this group's kernels "
                   "on this communicator are not launched", comm->rank, pass == 0 ? "from" : "to");
+        if (core::adoptHostFinding(comm)) s = ncclInvalidUsage;  // the peer refused a call that differed
         all[i].launches.clear();
         if (!isError(first)) first = s;
       }

@@ -275,6 +275,13 @@ TEST(CallCheck, SendsMeetTheReceiveOfTheSameNumberOnTheirPairOnly) {
   ASSERT_TRUE(watch.poll(&finder, &text));
   EXPECT_EQ(finder, 0);
   EXPECT_TRUE(contains(text, "must match the peer's n-th ncclRecv")) << text;
+  // A rank whose call failed when the finder went away takes the finding as its error.
+  EXPECT_TRUE(adoptHostFinding(&r2.comm));
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(&r2.comm, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclInvalidUsage);
+  EXPECT_TRUE(contains(ncclGetLastError(&r2.comm), "rank 2: rank 0 found that send #2 from rank 0 to rank 1"))
+      << ncclGetLastError(&r2.comm);
 }
 
 TEST(CallCheck, TheApiRefusesAReceiveOfAnotherSize) {
