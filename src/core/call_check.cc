@@ -75,9 +75,9 @@ std::string callDifference(const CallSignature& a, const CallSignature& b) {
 }
 
 std::string describeFinding(uint64_t seq, int rank, const CallSignature& mine, int peer, const CallSignature& theirs) {
-  char head[96];
-  snprintf(head, sizeof(head), "collective #%" PRIu64 " on this communicator differs between ranks: rank %d called ", seq,
-           rank);
+  char head[128];
+  snprintf(head, sizeof(head),
+           "collective #%" PRIu64 " on this communicator differs between ranks: rank %d called ", seq, rank);
   const std::string what = callDifference(mine, theirs);
   return head + describeCall(mine) + ", rank " + std::to_string(peer) + " called " + describeCall(theirs) + " (" +
          what + (what.find(" and ") == std::string::npos ? " differs)" : " differ)");
@@ -91,8 +91,9 @@ std::string describeP2pFinding(uint64_t seq, int sender, const P2pSignature& sen
            std::to_string(bytes) + (bytes == 1 ? " byte)" : " bytes)");
   };
   char head[160];
-  snprintf(head, sizeof(head), "send #%" PRIu64 " from rank %d to rank %d and the receive that meets it differ in size: "
-           "rank %d called ", seq, sender, receiver, sender);
+  snprintf(head, sizeof(head),
+           "send #%" PRIu64 " from rank %d to rank %d and the receive that meets it differ in size: rank %d called ",
+           seq, sender, receiver, sender);
   return head + call("ncclSend", sent) + ", rank " + std::to_string(receiver) + " called " +
          call("ncclRecv", received);
 }
@@ -173,7 +174,8 @@ std::string CallChecker::checkP2p(int peer, P2pDirection dir, uint64_t seq, cons
   if (!ledger || !ledger->recentP2p(hostIndex(rank_), theirDir, seq, &theirs)) return "";
   const uint64_t myBytes = mine.count * typeBytes(mine.dataType);
   const uint64_t theirBytes = theirs.count * typeBytes(theirs.dataType);
-  const bool same = myBytes != 0 ? myBytes == theirBytes : mine.count == theirs.count && mine.dataType == theirs.dataType;
+  const bool same =
+      myBytes != 0 ? myBytes == theirBytes : mine.count == theirs.count && mine.dataType == theirs.dataType;
   if (same) return "";
   return dir == P2pDirection::kSend ? describeP2pFinding(seq, rank_, mine, peer, theirs)
                                     : describeP2pFinding(seq, peer, theirs, rank_, mine);
