@@ -124,8 +124,13 @@ struct CallChecker::Page {
   std::unique_ptr<PeerLedger> ledger;
 };
 
-CallChecker::CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors, std::vector<int> hostRanks)
-    : commHash_(commHash), rank_(rank), neighbors_(std::move(neighbors)), hostRanks_(std::move(hostRanks)) {
+CallChecker::CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors, std::vector<int> hostRanks,
+                         bool compareP2p)
+    : commHash_(commHash),
+      rank_(rank),
+      neighbors_(std::move(neighbors)),
+      hostRanks_(std::move(hostRanks)),
+      compareP2p_(compareP2p) {
   if (hostRanks_.empty()) {
     hostRanks_ = neighbors_;
     hostRanks_.push_back(rank);
@@ -168,6 +173,7 @@ std::string CallChecker::check(uint64_t seq, const CallSignature& mine) {
 }
 
 std::string CallChecker::checkP2p(int peer, P2pDirection dir, uint64_t seq, const P2pSignature& mine) {
+  if (!compareP2p_) return "";
   const PeerLedger* ledger = page(peer);
   const P2pDirection theirDir = dir == P2pDirection::kSend ? P2pDirection::kRecv : P2pDirection::kSend;
   P2pSignature theirs;
@@ -237,13 +243,12 @@ CallChecker& checkerOf(ncclComm* comm) {
   if (!comm->callChecker) {
     std::vector<uint64_t> hostOf(comm->nRanks);
     for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
-    std::vector<int> neighbors, hostRanks{comm->rank};
-    if (kCallCheck.get() != 0) {
-      neighbors = callCheckNeighbors(hostOf, comm->rank);
-      hostRanks = hostRanksOf(hostOf, comm->rank);
-    }
+    // Off, the calls are still published: the hang report counts them.
+    const bool compare = kCallCheck.get() != 0;
+    std::vector<int> neighbors;
+    if (compare) neighbors = callCheckNeighbors(hostOf, comm->rank);
     comm->callChecker = std::make_unique<CallChecker>(comm->commHash, comm->rank, std::move(neighbors),
-                                                      std::move(hostRanks));
+                                                      hostRanksOf(hostOf, comm->rank), compare);
   }
   return *comm->callChecker;
 }
@@ -272,7 +277,7 @@ Status noteP2pCall(ncclComm* comm, int peer, P2pDirection dir, const P2pSignatur
   if (!comm->ledger || op.count == 0 || peer == comm->rank) return ncclSuccess;
   CallChecker& checker = checkerOf(comm);
   const int hostPeer = checker.hostIndex(peer);
-  if (hostPeer < 0) return ncclSuccess;  // another host, or the check is off
+  if (hostPeer < 0) return ncclSuccess;  // another host
   const uint64_t seq = comm->ledger->publishP2p(hostPeer, dir, op);
   const std::string finding = checker.checkP2p(peer, dir, seq, op);
   return finding.empty() ? ncclSuccess : refuseCall(comm, seq, finding, kP2pAdvice);

@@ -63,8 +63,9 @@ std::vector<int> callCheckNeighbors(const std::vector<uint64_t>& hostOf, int ran
 class CallChecker {
  public:
   // `neighbors`: whose collectives are compared; `hostRanks`: as hostRanksOf (empty: the
-  // neighbors and this rank).
-  CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors, std::vector<int> hostRanks = {});
+  // neighbors and this rank); `compareP2p` false: sends and receives are published, not compared.
+  CallChecker(uint64_t commHash, int rank, std::vector<int> neighbors, std::vector<int> hostRanks = {},
+              bool compareP2p = true);
   ~CallChecker();
   // "" when no neighbor made call `seq` differently (or none has made it yet), else the finding.
   std::string check(uint64_t seq, const CallSignature& mine);
@@ -82,6 +83,7 @@ class CallChecker {
   std::vector<int> neighbors_;
   std::vector<int> hostRanks_;
   std::vector<Page> pages_;  // by host index
+  bool compareP2p_;
 };
 
 // The watchdog side: the findings posted by the other ranks of the host.

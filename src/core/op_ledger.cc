@@ -151,6 +151,11 @@ uint64_t OpLedger::publishP2p(int hostPeer, P2pDirection dir, const P2pSignature
   return seq;
 }
 
+uint64_t OpLedger::p2pOps(int hostPeer, P2pDirection dir) const {
+  if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return 0;
+  return lanes(page_)[hostPeer * 2 + (int)dir].ops.load(std::memory_order_relaxed);
+}
+
 void OpLedger::postFinding(uint64_t seq, const std::string& text) {
   if (seq == 0 || page_->findingSeq.load(std::memory_order_relaxed) != 0) return;
   snprintf(page_->finding, sizeof(page_->finding), "%s", text.c_str());
@@ -207,6 +212,11 @@ bool PeerLedger::recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSign
   return true;
 }
 
+int64_t PeerLedger::p2pOps(int hostPeer, P2pDirection dir) const {
+  if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return -1;
+  return (int64_t)lanes(page_)[hostPeer * 2 + (int)dir].ops.load(std::memory_order_relaxed);
+}
+
 bool PeerLedger::finding(uint64_t* seq, std::string* text) const {
   const uint64_t s = page_->findingSeq.load(std::memory_order_acquire);
   if (s == 0) return false;
@@ -231,6 +241,26 @@ std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>
     text += part;
   }
   if (!text.empty()) text += ": it has not made the call this rank waits in (skipped, or stuck before it)";
+  return text;
+}
+
+std::string describeP2pLaggards(const std::vector<P2pTally>& tallies) {
+  std::string text;
+  auto add = [&text](int peer, int64_t theirs, const char* what, int64_t mine, const char* mineWhat) {
+    char part[192];
+    snprintf(part, sizeof(part), "%srank %d has posted %" PRId64 " %s this rank against this rank's %" PRId64 " %s it",
+             text.empty() ? "" : "; ", peer, theirs, what, mine, mineWhat);
+    text += part;
+  };
+  for (const P2pTally& t : tallies) {
+    if (t.peerSentHere >= 0 && t.peerSentHere < t.receivedFromPeer) {
+      add(t.peer, t.peerSentHere, "sends to", t.receivedFromPeer, "receives from");
+    }
+    if (t.peerReceivedHere >= 0 && t.peerReceivedHere < t.sentToPeer) {
+      add(t.peer, t.peerReceivedHere, "receives from", t.sentToPeer, "sends to");
+    }
+  }
+  if (!text.empty()) text += " (zero-byte ones not counted): a send or receive this rank waits for is missing";
   return text;
 }
 

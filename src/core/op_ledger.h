@@ -64,6 +64,8 @@ class OpLedger {
   // Records the next send to (receive from) the rank of host index `hostPeer` and returns its
   // number on that pair and direction (1, 2, ...); a full fence too.
   uint64_t publishP2p(int hostPeer, P2pDirection dir, const P2pSignature& op);
+  // How many sends to (receives from) the rank of host index `hostPeer` were published.
+  uint64_t p2pOps(int hostPeer, P2pDirection dir) const;
   // Records the first difference this rank found (later ones are dropped); peers read it.
   void postFinding(uint64_t seq, const std::string& text);
 
@@ -95,6 +97,8 @@ class PeerLedger {
   // The peer's send number `seq` to (receive from) the rank of host index `hostPeer`; false as
   // recent(), or when the page keeps no such rank.
   bool recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSignature* out) const;
+  // As OpLedger::p2pOps; -1 when the page keeps no such rank.
+  int64_t p2pOps(int hostPeer, P2pDirection dir) const;
   // The first difference the peer found: its call number and sentence; false when none.
   bool finding(uint64_t* seq, std::string* text) const;
 
@@ -107,5 +111,16 @@ class PeerLedger {
 // Pure: the sentence that names the ranks behind this one. `peers[r]` is rank r's count (-1:
 // unknown); `self` is this rank. "" when no rank is behind.
 std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>& peers);
+
+// What this rank and one peer of its host have published of their sends and receives to each other
+// (-1: unknown).
+struct P2pTally {
+  int peer = -1;
+  int64_t sentToPeer = 0, receivedFromPeer = 0;  // this rank's
+  int64_t peerSentHere = -1, peerReceivedHere = -1;
+};
+// Pure: the sentence that names the peers that have posted fewer sends to this rank than it posted
+// receives from them, or fewer receives than its sends; "" when none.
+std::string describeP2pLaggards(const std::vector<P2pTally>& tallies);
 
 }  // namespace weft::core

@@ -59,7 +59,31 @@ void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError) {
   requestAbort(comm);
 }
 
-// The ranks behind this one in collectives issued, or what is known when none is.
+// The ranks of the host whose sends to (receives from) this rank fall short of its own receives
+// from (sends to) them.
+std::string p2pLaggardsOf(ncclComm* comm) {
+  std::vector<uint64_t> hostOf(comm->nRanks);
+  for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
+  const std::vector<int> host = hostRanksOf(hostOf, comm->rank);
+  const int self = (int)(std::find(host.begin(), host.end(), comm->rank) - host.begin());
+  std::vector<P2pTally> tallies;
+  for (int i = 0; i < (int)host.size(); ++i) {
+    if (i == self) continue;
+    P2pTally t;
+    t.peer = host[i];
+    t.sentToPeer = (int64_t)comm->ledger->p2pOps(i, P2pDirection::kSend);
+    t.receivedFromPeer = (int64_t)comm->ledger->p2pOps(i, P2pDirection::kRecv);
+    if (const auto page = PeerLedger::open(comm->commHash, host[i])) {
+      t.peerSentHere = page->p2pOps(self, P2pDirection::kSend);
+      t.peerReceivedHere = page->p2pOps(self, P2pDirection::kRecv);
+    }
+    tallies.push_back(t);
+  }
+  return describeP2pLaggards(tallies);
+}
+
+// The ranks behind this one in collectives issued or sends and receives posted, or what is known
+// when none is.
 std::string laggardsOf(ncclComm* comm) {
   if (!comm->ledger) return "the other ranks' counts of collectives cannot be read (no shared memory)";
   const uint64_t mine = comm->ledger->collectives();
@@ -68,9 +92,11 @@ std::string laggardsOf(ncclComm* comm) {
     if (r != comm->rank) peers[r] = OpLedger::readPeer(comm->commHash, r);
   }
   std::string text = describeLaggards(comm->rank, mine, peers);
+  const std::string p2p = p2pLaggardsOf(comm);
+  if (!p2p.empty()) text += (text.empty() ? "" : "; ") + p2p;
   if (text.empty()) {
     text = "no rank of this host has issued fewer collectives (" + std::to_string(mine) +
-           "); a peer may be slow, or sends and receives may not match";
+           ") or posted fewer sends or receives to this rank than it waits for; a peer may be slow";
   }
   return text;
 }
@@ -102,7 +128,8 @@ void checkProgress(Watched& w, double now, double timeoutSec) {
   WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s (NCCL_TIMEOUT); %s. "
             "Its pending work is aborted; destroy or abort this communicator", comm->rank,
             (unsigned long long)comm->opCount(), quiet, laggards.c_str());
-  failCommunicator(comm, laggards.find("has issued") != std::string::npos ? ncclRemoteError : ncclSystemError);
+  const bool named = laggards.find("has issued") != std::string::npos || laggards.find("has posted") != std::string::npos;
+  failCommunicator(comm, named ? ncclRemoteError : ncclSystemError);
 }
 
 // A rank of this host found that a call differs between ranks (call_check.h): this rank fails too (its

@@ -18,6 +18,9 @@
 //   shrink-alive    nothing fails: the survivors shrink the victim away while it waits to call an
 //                   all_reduce on the parent, check one on the child, then every rank, the
 //                   victim too, checks one on the parent (a shrink leaves the parent working)
+//   skip-sendrecv   after a first exchange of sends and receives between every pair, the victim
+//                   does not call the second: the others report it as the rank that has posted
+//                   fewer sends to them than their receives
 //   mismatch-count  nothing fails, but the victim's all_reduce has half the others' count (it calls
 //                   0.3 s after them)
 //   mismatch-root   the victim's broadcast names root 1, the others' root 0 (it calls after them)
@@ -62,12 +65,13 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
-  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend
+  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend, SkipSendRecv
 };
 const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
                         "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
-                        "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send"};
-constexpr int kScenarios = 14;
+                        "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send",
+                        "skip-sendrecv"};
+constexpr int kScenarios = 15;
 
 bool isMismatch(Scenario s) {
   return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall ||
@@ -80,7 +84,8 @@ bool isKill(Scenario s) {
 }
 // The victim stays alive without calling; the parent kills it once the survivors are done.
 bool victimIdles(Scenario s) {
-  return s == Scenario::StopTooLong || s == Scenario::SkipCall || s == Scenario::RevokeShrink;
+  return s == Scenario::StopTooLong || s == Scenario::SkipCall || s == Scenario::RevokeShrink ||
+         s == Scenario::SkipSendRecv;
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -136,7 +141,8 @@ bool checkedAllReduce(ncclComm_t comm, int rank, int nranks, float* buf, cudaStr
 // What a survivor enqueues once the victim is gone or stopped.
 ncclResult_t enqueueWaitingOp(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g) {
   switch (x.scenario) {
-    case Scenario::KillSendRecv: {
+    case Scenario::KillSendRecv:
+    case Scenario::SkipSendRecv: {
       const size_t slot = kCount / x.nranks;
       ncclGroupStart();
       for (int p = 0; p < x.nranks; ++p) {
@@ -311,7 +317,8 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
     return;
   }
   ncclResult_t async = ncclSuccess;
-  const bool waitsForTimeout = x.scenario == Scenario::StopTooLong || x.scenario == Scenario::SkipCall;
+  const bool waitsForTimeout = x.scenario == Scenario::StopTooLong || x.scenario == Scenario::SkipCall ||
+                               x.scenario == Scenario::SkipSendRecv;
   const double limit = (waitsForTimeout ? kStopTimeoutSeconds : 0) + kDeathLimitSeconds;
   while (now() - t0 < limit + 20) {
     ncclCommGetAsyncError(comm, &async);
@@ -324,9 +331,12 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
   x.verdict(async == ncclRemoteError, "ncclCommGetAsyncError reports ncclRemoteError",
             "got " + text(async) + " after " + std::to_string(seen) + " s");
   x.verdict(seen <= limit, "within the deadline", std::to_string(seen) + " s (limit " + std::to_string(limit) + " s)");
-  const bool skip = x.scenario == Scenario::SkipCall;
+  const bool skip = x.scenario == Scenario::SkipCall || x.scenario == Scenario::SkipSendRecv;
   const std::string who = (skip ? "rank " : "peer rank ") + std::to_string(victim);
-  const char* how = skip ? "has issued 1 collectives" : x.scenario == Scenario::StopTooLong ? "stopped" : "exited";
+  const char* how = x.scenario == Scenario::SkipCall       ? "has issued 1 collectives"
+                    : x.scenario == Scenario::SkipSendRecv ? "has posted 1 sends to this rank against this rank's 2"
+                    : x.scenario == Scenario::StopTooLong  ? "stopped"
+                                                           : "exited";
   x.verdict(last.find(who) != std::string::npos && last.find(how) != std::string::npos,
             "the last error names the peer and what happened", last);
   if (x.scenario == Scenario::KillShrink) {
@@ -391,7 +401,7 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
     if (cudaGraphInstantiate(&graph, g, 0) != cudaSuccess) x.fatal("cudaGraphInstantiate", "");
     if (cudaGraphLaunch(graph, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) x.fatal("graph replay", "");
   }
-  if (sc == Scenario::KillSendRecv) {  // connect every pair first, so that the survivors wait in the data path
+  if (sc == Scenario::KillSendRecv || sc == Scenario::SkipSendRecv) {  // connect every pair first, so that the survivors wait in the data path
     if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
       x.fatal("warm-up send/recv", "");
     }
@@ -405,7 +415,7 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors are waiting by now
       raise(SIGKILL);
     }
-    if (sc == Scenario::SkipCall || sc == Scenario::RevokeShrink) {
+    if (sc == Scenario::SkipCall || sc == Scenario::RevokeShrink || sc == Scenario::SkipSendRecv) {
       for (;;) pause();  // alive and running, but never calls; the parent kills it at the end
     }
     if (sc == Scenario::ShrinkAlive) {  // blocks until the survivors have shrunk and join it

@@ -303,6 +303,7 @@ TEST(CallCheck, TheApiRefusesAReceiveOfAnotherSize) {
     FakeRank q0(other, 0), q1(other, 1);
     ASSERT_EQ(noteP2pCall(&q0.comm, 1, P2pDirection::kSend, p2p(64)), ncclSuccess);
     EXPECT_EQ(noteP2pCall(&q1.comm, 0, P2pDirection::kRecv, p2p(32)), ncclSuccess) << "the check is off";
+    EXPECT_EQ(q1.comm.ledger->p2pOps(0, P2pDirection::kRecv), 1u) << "still published for the hang report";
   }
 }
 

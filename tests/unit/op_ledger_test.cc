@@ -87,6 +87,20 @@ TEST(OpLedger, APageShorterThanItsSendLanesIsNotBelieved) {
   EXPECT_FALSE(PeerLedger::open(hash, 2));
 }
 
+TEST(OpLedger, TheReportNamesThePeersWhoseSendsOrReceivesFallShort) {
+  using weft::core::P2pTally;
+  using weft::core::describeP2pLaggards;
+  P2pTally even{1, 3, 2, 2, 3};  // rank 1: as many sends and receives as this rank's
+  P2pTally unknown{2, 5, 5, -1, -1};
+  EXPECT_EQ(describeP2pLaggards({even, unknown}), "");
+  P2pTally shortSends{3, 0, 4, 3, 0};  // this rank waits for a 4th send from rank 3
+  P2pTally shortRecvs{5, 2, 0, 0, 1};  // rank 5 has posted 1 receive against this rank's 2 sends
+  EXPECT_EQ(describeP2pLaggards({even, shortSends, shortRecvs}),
+            "rank 3 has posted 3 sends to this rank against this rank's 4 receives from it; rank 5 has posted 1 "
+            "receives from this rank against this rank's 2 sends to it (zero-byte ones not counted): a send or "
+            "receive this rank waits for is missing");
+}
+
 TEST(OpLedger, TheReportNamesOnlyTheRanksBehind) {
   EXPECT_EQ(describeLaggards(0, 7, {7, 7, 7}), "");
   EXPECT_EQ(describeLaggards(0, 7, {-1, 9, -1}), "");  // unknown and ahead are not behind
