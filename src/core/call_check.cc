@@ -188,13 +188,14 @@ std::string CallChecker::checkP2p(int peer, P2pDirection dir, uint64_t seq, cons
 }
 
 FindingWatch::FindingWatch(uint64_t commHash, std::vector<int> ranks)
-    : commHash_(commHash), ranks_(std::move(ranks)), pages_(ranks_.size()) {}
+    : commHash_(commHash), ranks_(std::move(ranks)) {
+  for (int r : ranks_) pages_.push_back(PeerLedger::open(commHash_, r));
+}
 
 FindingWatch::~FindingWatch() = default;
 
-bool FindingWatch::poll(int* rank, std::string* text) {
+bool FindingWatch::poll(int* rank, std::string* text) const {
   for (size_t i = 0; i < ranks_.size(); ++i) {
-    if (!pages_[i]) pages_[i] = PeerLedger::open(commHash_, ranks_[i]);
     uint64_t seq = 0;
     if (pages_[i] && pages_[i]->finding(&seq, text)) {
       *rank = ranks_[i];
@@ -221,11 +222,9 @@ void failOnFinding(ncclComm* comm, int finder, const std::string& text) {
 }
 
 bool adoptHostFinding(ncclComm* comm) {
-  if (!comm->ledger) return false;
-  FindingWatch watch(comm->commHash, sameHostPeers(comm));
   int finder = -1;
   std::string text;
-  if (!watch.poll(&finder, &text)) return false;
+  if (!comm->findings || !comm->findings->poll(&finder, &text)) return false;
   failOnFinding(comm, finder, text);
   return true;
 }

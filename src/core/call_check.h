@@ -86,13 +86,16 @@ class CallChecker {
   bool compareP2p_;
 };
 
-// The watchdog side: the findings posted by the other ranks of the host.
+// The findings posted by the other ranks of the host. Their pages are mapped by the constructor
+// (made once the communicator is whole: every page exists then), and stay mapped when their
+// owners remove them: a finder that aborts at once is still read. poll() changes nothing, so the
+// watchdog and the calling thread may share one.
 class FindingWatch {
  public:
   FindingWatch(uint64_t commHash, std::vector<int> ranks);
   ~FindingWatch();
   // The first finding posted by one of the ranks: true with its rank and sentence.
-  bool poll(int* rank, std::string* text);
+  bool poll(int* rank, std::string* text) const;
 
  private:
   uint64_t commHash_;
@@ -110,7 +113,8 @@ class FindingWatch {
 // Logs the finding `text` posted by rank `finder` and fails `comm` (ncclInvalidUsage, kernels stop).
 void failOnFinding(ncclComm* comm, int finder, const std::string& text);
 // A call that failed because a peer went away may have a root cause: the peer refused a call that
-// differed and aborted. True when a rank of the host posted a finding: `comm` then fails on it.
+// differed and aborted. True when a rank of the host posted a finding (comm->findings): `comm`
+// then fails on it.
 bool adoptHostFinding(ncclComm* comm);
 
 // The ranks of the communicator's host other than itself, whose findings its watchdog reads.

@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
+#include "core/call_check.h"
 #include "core/communicator.h"
 #include "core/op_ledger.h"
 #include "core/param.h"
@@ -306,6 +307,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));
   WEFT_TRY(comm->bootstrap->barrier());
+  if (comm->ledger) comm->findings = std::make_unique<FindingWatch>(comm->commHash, sameHostPeers(comm));
   watchCommunicator(comm);
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

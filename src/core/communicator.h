@@ -27,6 +27,7 @@ namespace weft::transport { class P2pConnections; }
 namespace weft::core {
 struct PeerInfo;
 class CallChecker;
+class FindingWatch;
 class OpLedger;
 }
 
@@ -140,6 +141,8 @@ struct ncclComm {
   // memory), and compared with the neighbors' calls (core/call_check.h; made at the first call).
   std::unique_ptr<weft::core::OpLedger> ledger;
   std::unique_ptr<weft::core::CallChecker> callChecker;
+  // What the other ranks of the host found wrong in the calls (made once the communicator is whole).
+  std::unique_ptr<weft::core::FindingWatch> findings;
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }

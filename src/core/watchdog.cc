@@ -50,7 +50,6 @@ struct Watched {
   PeerWatch watch;
   ProgressWatch progress;
   double lastLook = 0;
-  std::unique_ptr<FindingWatch> findings;  // calls found to differ by other ranks (call_check.h)
 };
 
 void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError) {
@@ -137,7 +136,7 @@ void checkProgress(Watched& w, double now, double timeoutSec) {
 bool reportFinding(Watched& w) {
   int finder = -1;
   std::string text;
-  if (!w.findings || !w.findings->poll(&finder, &text)) return false;
+  if (!w.comm->findings || !w.comm->findings->poll(&finder, &text)) return false;
   failOnFinding(w.comm, finder, text);
   return true;
 }
@@ -326,10 +325,7 @@ void watchCommunicator(ncclComm* comm) {
   if (n < 2) return;
   Watchdog& wd = watchdog();
   std::lock_guard<std::mutex> lock(wd.mutex);
-  std::unique_ptr<FindingWatch> findings;
-  if (comm->ledger) findings = std::make_unique<FindingWatch>(comm->commHash, sameHostPeers(comm));
-  wd.comms.push_back(
-      Watched{comm, std::move(pids), std::move(starts), PeerWatch(std::move(watched)), {}, 0, std::move(findings)});
+  wd.comms.push_back(Watched{comm, std::move(pids), std::move(starts), PeerWatch(std::move(watched)), {}, 0});
   if (!wd.started) {  // (a detached std::thread is no longer joinable(): a flag of its own)
     wd.started = true;
     std::atexit(stopAtExit);

@@ -275,7 +275,12 @@ TEST(CallCheck, SendsMeetTheReceiveOfTheSameNumberOnTheirPairOnly) {
   ASSERT_TRUE(watch.poll(&finder, &text));
   EXPECT_EQ(finder, 0);
   EXPECT_TRUE(contains(text, "must match the peer's n-th ncclRecv")) << text;
-  // A rank whose call failed when the finder went away takes the finding as its error.
+  // A rank whose call failed when the finder went away takes the finding as its error, read from
+  // the pages mapped when its communicator was made: the finder may have removed its own by now.
+  EXPECT_FALSE(adoptHostFinding(&r2.comm)) << "no pages mapped";
+  r2.comm.findings = std::make_unique<FindingWatch>(hash, sameHostPeers(&r2.comm));
+  r0.comm.ledger.reset();
+  EXPECT_FALSE(PeerLedger::open(hash, 0)) << "the finder's page is gone";
   EXPECT_TRUE(adoptHostFinding(&r2.comm));
   ncclResult_t async = ncclSuccess;
   EXPECT_EQ(ncclCommGetAsyncError(&r2.comm, &async), ncclSuccess);
