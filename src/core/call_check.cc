@@ -213,12 +213,21 @@ std::vector<int> sameHostPeers(const ncclComm* comm) {
   return ranks;
 }
 
-void failOnFinding(ncclComm* comm, int finder, const std::string& text) {
-  WEFT_WARN("rank %d: rank %d found that %s. This communicator is failed (ncclInvalidUsage) and its pending work "
-            "aborted: abort or destroy it", comm->rank, finder, text.c_str());
+namespace {
+
+// After the warning that says why: the communicator fails with it, and its kernels stop.
+void failAsMisused(ncclComm* comm) {
   comm->setLastError(log::lastErrorOfThread());
   comm->asyncError.store(ncclInvalidUsage);
   requestAbort(comm);
+}
+
+}  // namespace
+
+void failOnFinding(ncclComm* comm, int finder, const std::string& text) {
+  WEFT_WARN("rank %d: rank %d found that %s. This communicator is failed (ncclInvalidUsage) and its pending work "
+            "aborted: abort or destroy it", comm->rank, finder, text.c_str());
+  failAsMisused(comm);
 }
 
 bool adoptHostFinding(ncclComm* comm) {
@@ -257,9 +266,7 @@ Status refuseCall(ncclComm* comm, uint64_t seq, const std::string& finding, cons
   WEFT_WARN("rank %d: %s. %s. Nothing was launched for this call; the communicator is failed (ncclInvalidUsage): "
             "abort or destroy it", comm->rank, finding.c_str(), advice);
   comm->ledger->postFinding(seq, finding + ". " + advice);
-  comm->setLastError(log::lastErrorOfThread());
-  comm->asyncError.store(ncclInvalidUsage);
-  requestAbort(comm);
+  failAsMisused(comm);
   return ncclInvalidUsage;
 }
 

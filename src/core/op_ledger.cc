@@ -17,23 +17,18 @@ namespace weft::core {
 
 // One call's arguments, written as a sequence lock: `seq` is 0 while the words change, then the
 // call's number; a reader that finds the same number before and after copying has a whole record.
+// `shape`: for a collective call | dataType << 8 | redOp << 16 | (uint32_t)root << 32; for a send
+// or receive its dataType.
 struct CallSlot {
   std::atomic<uint64_t> seq;
   std::atomic<uint64_t> count;
-  std::atomic<uint64_t> shape;  // call | dataType << 8 | redOp << 16 | (uint32_t)root << 32
-};
-
-// One send or receive, as a CallSlot.
-struct P2pSlot {
-  std::atomic<uint64_t> seq;
-  std::atomic<uint64_t> count;
-  std::atomic<uint64_t> dataType;
+  std::atomic<uint64_t> shape;
 };
 
 // The sends to (or receives from) one rank of the host.
 struct alignas(64) P2pLane {
   std::atomic<uint64_t> ops;
-  P2pSlot recent[OpLedger::kRecentP2p];
+  CallSlot recent[OpLedger::kRecentP2p];
 };
 
 struct LedgerPage {
@@ -58,6 +53,32 @@ size_t pageBytes(uint64_t hostRanks) { return sizeof(LedgerPage) + hostRanks * 2
 
 P2pLane* lanes(LedgerPage* page) { return reinterpret_cast<P2pLane*>(page + 1); }
 const P2pLane* lanes(const LedgerPage* page) { return reinterpret_cast<const P2pLane*>(page + 1); }
+
+// Records call `seq` in its slot of a ring of `slots`, then its number in `counter`. Ends with a
+// full fence: what this rank reads next is read after the record became visible (call_check.h).
+uint64_t writeNext(std::atomic<uint64_t>& counter, CallSlot* slots, uint64_t nSlots, uint64_t count, uint64_t shape) {
+  const uint64_t seq = counter.load(std::memory_order_relaxed) + 1;  // one writer: plain stores
+  CallSlot& slot = slots[seq % nSlots];
+  slot.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.count.store(count, std::memory_order_relaxed);
+  slot.shape.store(shape, std::memory_order_relaxed);
+  slot.seq.store(seq, std::memory_order_release);
+  counter.store(seq, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return seq;
+}
+
+// Copies call `seq` out of its slot; false when the slot holds another call or changed meanwhile.
+bool readSlot(const CallSlot* slots, uint64_t nSlots, uint64_t seq, uint64_t* count, uint64_t* shape) {
+  if (seq == 0) return false;
+  const CallSlot& slot = slots[seq % nSlots];
+  if (slot.seq.load(std::memory_order_acquire) != seq) return false;
+  *count = slot.count.load(std::memory_order_relaxed);
+  *shape = slot.shape.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return slot.seq.load(std::memory_order_relaxed) == seq;  // not rewritten while copied
+}
 
 uint64_t packShape(const CallSignature& c) {
   return (uint64_t)c.call | (uint64_t)c.dataType << 8 | (uint64_t)c.redOp << 16 | (uint64_t)(uint32_t)c.root << 32;
@@ -120,18 +141,9 @@ OpLedger::~OpLedger() {
   shm_unlink(name_.c_str());
 }
 
-// Only the owning rank writes its page (one thread at a time per communicator): plain stores.
+// Only the owning rank writes its page (one thread at a time per communicator).
 uint64_t OpLedger::publish(const CallSignature& call) {
-  const uint64_t seq = page_->collectives.load(std::memory_order_relaxed) + 1;
-  CallSlot& slot = page_->recent[seq % kRecentCalls];
-  slot.seq.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  slot.count.store(call.count, std::memory_order_relaxed);
-  slot.shape.store(packShape(call), std::memory_order_relaxed);
-  slot.seq.store(seq, std::memory_order_release);
-  page_->collectives.store(seq, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return seq;
+  return writeNext(page_->collectives, page_->recent, kRecentCalls, call.count, packShape(call));
 }
 
 uint64_t OpLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
@@ -139,16 +151,7 @@ uint64_t OpLedger::collectives() const { return page_->collectives.load(std::mem
 uint64_t OpLedger::publishP2p(int hostPeer, P2pDirection dir, const P2pSignature& op) {
   if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return 0;
   P2pLane& lane = lanes(page_)[hostPeer * 2 + (int)dir];
-  const uint64_t seq = lane.ops.load(std::memory_order_relaxed) + 1;
-  P2pSlot& slot = lane.recent[seq % kRecentP2p];
-  slot.seq.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  slot.count.store(op.count, std::memory_order_relaxed);
-  slot.dataType.store(op.dataType, std::memory_order_relaxed);
-  slot.seq.store(seq, std::memory_order_release);
-  lane.ops.store(seq, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return seq;
+  return writeNext(lane.ops, lane.recent, kRecentP2p, op.count, op.dataType);
 }
 
 uint64_t OpLedger::p2pOps(int hostPeer, P2pDirection dir) const {
@@ -188,27 +191,18 @@ PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), bytes_); }
 uint64_t PeerLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
 
 bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {
-  if (seq == 0) return false;
-  const CallSlot& slot = page_->recent[seq % OpLedger::kRecentCalls];
-  if (slot.seq.load(std::memory_order_acquire) != seq) return false;
-  const uint64_t count = slot.count.load(std::memory_order_relaxed);
-  const uint64_t shape = slot.shape.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (slot.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten while copied
+  uint64_t count = 0, shape = 0;
+  if (!readSlot(page_->recent, OpLedger::kRecentCalls, seq, &count, &shape)) return false;
   *out = unpack(shape, count);
   return true;
 }
 
 bool PeerLedger::recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSignature* out) const {
-  if (seq == 0 || hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return false;
-  const P2pSlot& slot = lanes(page_)[hostPeer * 2 + (int)dir].recent[seq % OpLedger::kRecentP2p];
-  if (slot.seq.load(std::memory_order_acquire) != seq) return false;
-  P2pSignature op;
-  op.count = slot.count.load(std::memory_order_relaxed);
-  op.dataType = (uint8_t)slot.dataType.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (slot.seq.load(std::memory_order_relaxed) != seq) return false;
-  *out = op;
+  if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return false;
+  uint64_t count = 0, shape = 0;
+  if (!readSlot(lanes(page_)[hostPeer * 2 + (int)dir].recent, OpLedger::kRecentP2p, seq, &count, &shape)) return false;
+  out->count = count;
+  out->dataType = (uint8_t)shape;
   return true;
 }
 
