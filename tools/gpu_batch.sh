@@ -8,7 +8,8 @@
 # (Without PREBUILT the build adds ~6 minutes.)
 # Stages: correct (kernel harness, coll_sweep per forced algorithm/protocol and launch mode,
 # clients), latency (small all_reduce, one thread per GPU and CUDA graph; the tuner's picks), perf
-# (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
+# (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), misuse (bad
+# buffers refused, unusual ones taken; NCCL observed with the same calls), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
@@ -33,7 +34,7 @@ if [ -n "${PREBUILT:-}" ]; then
   B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
 else
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft-perf weft_kernel_harness > $L/build.log 2>&1
   rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
 fi
 
@@ -69,6 +70,7 @@ sweeps_all() {
   sw nopdl "NCCL_WEFT_PDL=0" -m threads
   clients
   stage_faults
+  stage_misuse
 }
 
 stage_latency() {
@@ -261,6 +263,14 @@ clients() {
 stage_faults() {
   timeout 400 $B/tests/gpu/weft_gpu_fault_test -n ${FAULT_RANKS:-3} -g $NG > $L/faults.log 2>&1
   echo "faults rc=$?: $(tail -1 $L/faults.log)"; grep -E "^(FAIL|FAILED)" $L/faults.log | head -6
+}
+
+# Bad and unusual buffers (tests/gpu/misuse_test.cc): weft judged, then NCCL observed.
+stage_misuse() {
+  timeout 200 $B/tests/gpu/weft_gpu_misuse_test > $L/misuse.log 2>&1
+  echo "misuse rc=$?: $(tail -1 $L/misuse.log)"; grep -E "FAIL" $L/misuse.log | head -6
+  LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_misuse_test --observe > $L/misuse-nccl.log 2>&1
+  echo "misuse with NCCL (observed) rc=$?"; cat $L/misuse-nccl.log
 }
 
 # The end state: latency (PDL on and off), host time per call, every sweep (and 4 ranks on the

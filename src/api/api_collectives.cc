@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "api/export.h"
+#include "core/buffer_checks.h"
 #include "core/call_check.h"
 #include "core/comm_checks.h"
 #include "core/communicator.h"
@@ -41,6 +42,33 @@ Status checkBuffer(const char* fn, const char* name, const void* buf, size_t cou
   return ncclSuccess;
 }
 
+// The memory a call touches on this rank: `blocks` runs of count elements from ptr (0: none).
+struct Span {
+  const void* ptr;
+  size_t blocks;
+};
+
+// Where block k of count elements starts; equality tests only, so wrapping is harmless.
+uintptr_t blockAt(const void* base, size_t k, const Task& t) {
+  return (uintptr_t)base + k * t.count * (size_t)dev::dataTypeBytes(t.dataType);
+}
+
+// Sizes, overlap, pointers and stream of a call (core/buffer_checks.h).
+Status checkMemory(const char* fn, ncclComm_t comm, const Task& t, Span send, Span recv, bool inPlace,
+                   const char* inPlaceRule) {
+  const size_t typeBytes = (size_t)dev::dataTypeBytes(t.dataType);
+  core::CallBuffers buffers;
+  buffers.send.ptr = send.ptr;
+  buffers.recv.ptr = recv.ptr;
+  if (send.blocks > 0) WEFT_TRY(core::spanBytes(fn, t.count, send.blocks, typeBytes, &buffers.send.bytes));
+  if (recv.blocks > 0) WEFT_TRY(core::spanBytes(fn, t.count, recv.blocks, typeBytes, &buffers.recv.bytes));
+  buffers.inPlace = inPlace;
+  buffers.inPlaceRule = inPlaceRule;
+  return core::checkCallBuffers(comm, fn, t.stream, buffers);
+}
+
+constexpr const char* kSameBuffer = "sendbuff == recvbuff";
+
 // Runs a call's validation and queueing; inside a group, an error also fails the group.
 template <typename Body>
 ncclResult_t submit(const char* fn, Body&& body) {
@@ -57,6 +85,8 @@ Status broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t co
   WEFT_TRY(checkRoot(fn, comm, root));
   if (comm->rank == root) WEFT_TRY(checkBuffer(fn, "sendbuff", sendbuff, count));
   WEFT_TRY(checkBuffer(fn, "recvbuff", recvbuff, count));
+  const bool isRoot = comm->rank == root;
+  WEFT_TRY(checkMemory(fn, comm, t, {sendbuff, isRoot ? 1u : 0u}, {recvbuff, 1}, sendbuff == recvbuff, kSameBuffer));
   t.root = root;
   t.sendBuff = comm->rank == root ? sendbuff : recvbuff;
   t.recvBuff = recvbuff;
@@ -76,6 +106,7 @@ WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
     WEFT_TRY(startTask("ncclAllReduce", comm, count, datatype, stream, TaskKind::kAllReduce, &t));
     WEFT_TRY(checkBuffer("ncclAllReduce", "sendbuff", sendbuff, count));
     WEFT_TRY(checkBuffer("ncclAllReduce", "recvbuff", recvbuff, count));
+    WEFT_TRY(checkMemory("ncclAllReduce", comm, t, {sendbuff, 1}, {recvbuff, 1}, sendbuff == recvbuff, kSameBuffer));
     WEFT_TRY(enqueue::resolveRedOp(comm, enumArg(op), datatype, "ncclAllReduce", &t));
     t.sendBuff = sendbuff;
     t.recvBuff = recvbuff;
@@ -105,6 +136,8 @@ WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
     WEFT_TRY(checkRoot("ncclReduce", comm, root));
     WEFT_TRY(checkBuffer("ncclReduce", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclReduce", "recvbuff", recvbuff, count));
+    WEFT_TRY(checkMemory("ncclReduce", comm, t, {sendbuff, 1}, {recvbuff, comm->rank == root ? 1u : 0u},
+                         sendbuff == recvbuff, kSameBuffer));
     WEFT_TRY(enqueue::resolveRedOp(comm, enumArg(op), datatype, "ncclReduce", &t));
     t.root = root;
     t.sendBuff = sendbuff;
@@ -120,6 +153,9 @@ WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
     WEFT_TRY(startTask("ncclAllGather", comm, sendcount, datatype, stream, TaskKind::kAllGather, &t));
     WEFT_TRY(checkBuffer("ncclAllGather", "sendbuff", sendbuff, sendcount));
     WEFT_TRY(checkBuffer("ncclAllGather", "recvbuff", recvbuff, sendcount));
+    WEFT_TRY(checkMemory("ncclAllGather", comm, t, {sendbuff, 1}, {recvbuff, (size_t)comm->nRanks},
+                         (uintptr_t)sendbuff == blockAt(recvbuff, comm->rank, t),
+                         "sendbuff == recvbuff + rank * sendcount elements"));
     t.sendBuff = sendbuff;
     t.recvBuff = recvbuff;
     return enqueue::enqueueTask(comm, t);
@@ -133,6 +169,9 @@ WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
     WEFT_TRY(startTask("ncclReduceScatter", comm, recvcount, datatype, stream, TaskKind::kReduceScatter, &t));
     WEFT_TRY(checkBuffer("ncclReduceScatter", "sendbuff", sendbuff, recvcount));
     WEFT_TRY(checkBuffer("ncclReduceScatter", "recvbuff", recvbuff, recvcount));
+    WEFT_TRY(checkMemory("ncclReduceScatter", comm, t, {sendbuff, (size_t)comm->nRanks}, {recvbuff, 1},
+                         (uintptr_t)recvbuff == blockAt(sendbuff, comm->rank, t),
+                         "recvbuff == sendbuff + rank * recvcount elements"));
     WEFT_TRY(enqueue::resolveRedOp(comm, enumArg(op), datatype, "ncclReduceScatter", &t));
     t.sendBuff = sendbuff;
     t.recvBuff = recvbuff;
@@ -148,6 +187,7 @@ WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
     WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclSend: peer %d is out of range; the communicator has %d ranks",
                    peer, comm->nRanks);
     WEFT_TRY(checkBuffer("ncclSend", "sendbuff", sendbuff, count));
+    WEFT_TRY(checkMemory("ncclSend", comm, t, {sendbuff, 1}, {nullptr, 0}, false, nullptr));
     t.peer = peer;
     t.sendBuff = sendbuff;
     return enqueue::enqueueTask(comm, t);
@@ -162,6 +202,7 @@ WEFT_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t da
     WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclRecv: peer %d is out of range; the communicator has %d ranks",
                    peer, comm->nRanks);
     WEFT_TRY(checkBuffer("ncclRecv", "recvbuff", recvbuff, count));
+    WEFT_TRY(checkMemory("ncclRecv", comm, t, {nullptr, 0}, {recvbuff, 1}, false, nullptr));
     t.peer = peer;
     t.recvBuff = recvbuff;
     return enqueue::enqueueTask(comm, t);
@@ -188,9 +229,10 @@ Status sendReceiveCollective(ncclComm_t comm, core::CollCall call, const Task& t
   signature.redOp = core::kNoRedOp;
   signature.root = call == core::kCallAlltoAll ? -1 : t.root;
   signature.count = t.count;
-  WEFT_TRY(core::noteCollectiveCall(comm, signature));
   WEFT_TRY(enqueue::groupStart());
-  Status s = body();
+  enqueue::joinGroup(comm);  // a failed group takes the call back out of the ledger too
+  Status s = core::noteCollectiveCall(comm, signature);
+  if (!isError(s)) s = body();
   if (isError(s)) enqueue::failGroup(s);
   Status end = enqueue::groupEnd();
   return isError(s) ? s : end;
@@ -207,6 +249,8 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     WEFT_TRY(checkBuffer("ncclAlltoAll", "recvbuff", recvbuff, count));
     WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
                    "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported; use separate buffers");
+    const size_t ranks = (size_t)comm->nRanks;
+    WEFT_TRY(checkMemory("ncclAlltoAll", comm, t, {sendbuff, ranks}, {recvbuff, ranks}, false, nullptr));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
     return sendReceiveCollective(comm, core::kCallAlltoAll, t, [&]() -> Status {
       for (int p = 0; p < comm->nRanks; ++p) {
@@ -226,6 +270,10 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
     WEFT_TRY(checkRoot("ncclGather", comm, root));
     WEFT_TRY(checkBuffer("ncclGather", "sendbuff", sendbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclGather", "recvbuff", recvbuff, count));
+    const bool isRoot = comm->rank == root;
+    WEFT_TRY(checkMemory("ncclGather", comm, t, {sendbuff, 1}, {recvbuff, isRoot ? (size_t)comm->nRanks : 0},
+                         isRoot && (uintptr_t)sendbuff == blockAt(recvbuff, root, t),
+                         "sendbuff == recvbuff + root * count elements"));
     t.root = root;
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
     return sendReceiveCollective(comm, core::kCallGather, t, [&]() -> Status {
@@ -251,6 +299,10 @@ WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
     WEFT_TRY(checkRoot("ncclScatter", comm, root));
     WEFT_TRY(checkBuffer("ncclScatter", "recvbuff", recvbuff, count));
     if (comm->rank == root) WEFT_TRY(checkBuffer("ncclScatter", "sendbuff", sendbuff, count));
+    const bool isRoot = comm->rank == root;
+    WEFT_TRY(checkMemory("ncclScatter", comm, t, {sendbuff, isRoot ? (size_t)comm->nRanks : 0}, {recvbuff, 1},
+                         isRoot && (uintptr_t)recvbuff == blockAt(sendbuff, root, t),
+                         "recvbuff == sendbuff + root * count elements"));
     t.root = root;
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
     return sendReceiveCollective(comm, core::kCallScatter, t, [&]() -> Status {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
@@ -67,6 +68,16 @@ uint64_t writeNext(std::atomic<uint64_t>& counter, CallSlot* slots, uint64_t nSl
   counter.store(seq, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return seq;
+}
+
+// Takes back the records after number `keep`: their slots read as empty, the counter goes back.
+void unwindTo(std::atomic<uint64_t>& counter, CallSlot* slots, uint64_t nSlots, uint64_t keep) {
+  const uint64_t last = counter.load(std::memory_order_relaxed);
+  if (last <= keep) return;
+  for (uint64_t seq = std::max(keep + 1, last >= nSlots ? last - nSlots + 1 : 1); seq <= last; ++seq) {
+    slots[seq % nSlots].seq.store(0, std::memory_order_relaxed);
+  }
+  counter.store(keep, std::memory_order_relaxed);
 }
 
 // Copies call `seq` out of its slot; false when the slot holds another call or changed meanwhile.
@@ -157,6 +168,23 @@ uint64_t OpLedger::publishP2p(int hostPeer, P2pDirection dir, const P2pSignature
 uint64_t OpLedger::p2pOps(int hostPeer, P2pDirection dir) const {
   if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return 0;
   return lanes(page_)[hostPeer * 2 + (int)dir].ops.load(std::memory_order_relaxed);
+}
+
+OpLedger::Mark OpLedger::mark() const {
+  Mark m;
+  m.collectives = collectives();
+  m.p2pOps.resize(page_->hostRanks * 2);
+  for (size_t i = 0; i < m.p2pOps.size(); ++i) m.p2pOps[i] = lanes(page_)[i].ops.load(std::memory_order_relaxed);
+  return m;
+}
+
+void OpLedger::retract(const Mark& mark) {
+  unwindTo(page_->collectives, page_->recent, kRecentCalls, mark.collectives);
+  for (size_t i = 0; i < mark.p2pOps.size() && i < page_->hostRanks * 2; ++i) {
+    P2pLane& lane = lanes(page_)[i];
+    unwindTo(lane.ops, lane.recent, kRecentP2p, mark.p2pOps[i]);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void OpLedger::postFinding(uint64_t seq, const std::string& text) {

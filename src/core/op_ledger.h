@@ -66,6 +66,15 @@ class OpLedger {
   uint64_t publishP2p(int hostPeer, P2pDirection dir, const P2pSignature& op);
   // How many sends to (receives from) the rank of host index `hostPeer` were published.
   uint64_t p2pOps(int hostPeer, P2pDirection dir) const;
+  // Where the records stand: taken before calls that may not happen after all (a group that fails
+  // as a whole, ncclGroupSimulateEnd), and handed to retract() to take them back, so that the
+  // calls made instead get their numbers.
+  struct Mark {
+    uint64_t collectives = 0;
+    std::vector<uint64_t> p2pOps;  // [hostPeer * 2 + direction]
+  };
+  Mark mark() const;
+  void retract(const Mark& mark);
   // Records the first difference this rank found (later ones are dropped); peers read it.
   void postFinding(uint64_t seq, const std::string& text);
 

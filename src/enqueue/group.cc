@@ -1,11 +1,14 @@
 #include "enqueue/group.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
 #include "core/call_check.h"
 #include "core/communicator.h"
+#include "core/log.h"
 #include "enqueue/launch.h"
 
 namespace weft::enqueue {
@@ -16,10 +19,15 @@ struct InitJob {
   bool blocking;
 };
 
+// Where a communicator's published calls stood when it joined the group (core::OpLedger::Mark).
+using LedgerMark = std::pair<ncclComm*, core::OpLedger::Mark>;
+
 struct GroupState {
   int depth = 0;
   Status error = ncclSuccess;
+  std::string cause;             // the failed call's warning, repeated by ncclGroupEnd
   std::vector<ncclComm*> comms;  // communicators with queued tasks, in first-use order
+  std::vector<LedgerMark> marks;  // of those with a ledger
   std::vector<InitJob> inits;
   std::vector<InitJob> finalizes;
 };
@@ -46,8 +54,11 @@ Status runJobs(std::vector<InitJob> jobs) {
   return pending ? ncclInProgress : ncclSuccess;
 }
 
-void dropQueued(const std::vector<ncclComm*>& comms) {
+// Drops the queued tasks, and takes their calls back out of the ledgers: the other ranks must
+// not compare their calls with ones that never ran (the calls made instead get those numbers).
+void dropQueued(const std::vector<ncclComm*>& comms, const std::vector<LedgerMark>& marks) {
   for (ncclComm* comm : comms) comm->tasks.clear();
+  for (const LedgerMark& m : marks) m.first->ledger->retract(m.second);
 }
 
 // The arguments of a collective task that every rank must pass alike.
@@ -81,7 +92,7 @@ Status groupStart() {
 // only simulated) and returns true in *outermost with the communicators that have tasks and the
 // deferred finalizations.
 static Status closeGroup(const char* fn, const char* dropped, bool* outermost, std::vector<ncclComm*>* comms,
-                         std::vector<InitJob>* finalizes = nullptr) {
+                         std::vector<InitJob>* finalizes = nullptr, std::vector<LedgerMark>* marks = nullptr) {
   *outermost = false;
   if (tGroup.depth == 0) {
     WEFT_WARN("%s: not inside a group (ncclGroupStart was not called, or %s was called once too often)", fn, fn);
@@ -91,18 +102,20 @@ static Status closeGroup(const char* fn, const char* dropped, bool* outermost, s
   GroupState group = std::move(tGroup);
   tGroup = GroupState();
   if (isError(group.error)) {
-    dropQueued(group.comms);
-    WEFT_WARN("%s: an earlier call in this group failed (%s); %s", fn, ncclGetErrorString(group.error), dropped);
+    dropQueued(group.comms, group.marks);
+    WEFT_WARN("%s: an earlier call in this group failed (%s: %s); %s", fn, ncclGetErrorString(group.error),
+              group.cause.empty() ? "see the warning before" : group.cause.c_str(), dropped);
     return group.error;
   }
   Status initStatus = runJobs(std::move(group.inits));
   if (isError(initStatus)) {
-    dropQueued(group.comms);
+    dropQueued(group.comms, group.marks);
     return initStatus;
   }
   *outermost = true;
   *comms = std::move(group.comms);
   if (finalizes) *finalizes = std::move(group.finalizes);
+  if (marks) *marks = std::move(group.marks);
   return initStatus;
 }
 
@@ -121,7 +134,8 @@ Status groupEnd() {
 Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
   bool outermost = false;
   std::vector<ncclComm*> comms;
-  Status status = closeGroup("ncclGroupSimulateEnd", "nothing was estimated", &outermost, &comms);
+  std::vector<LedgerMark> marks;
+  Status status = closeGroup("ncclGroupSimulateEnd", "nothing was estimated", &outermost, &comms, nullptr, &marks);
   if (!outermost) return status;
   // Each communicator runs its tasks one after the other; different communicators (GPUs) run
   // side by side, so the group takes as long as its slowest communicator.
@@ -133,13 +147,20 @@ Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
     if (isError(s) && !isError(estimated)) estimated = s;
     slowest = std::max(slowest, us);
   }
-  dropQueued(comms);
+  dropQueued(comms, marks);  // estimated, never run
   if (isError(estimated)) return estimated;
   simInfo->estimatedTime = (float)slowest;
   return status;
 }
 
+void joinGroup(ncclComm* comm) {
+  if (tGroup.depth == 0 || std::find(tGroup.comms.begin(), tGroup.comms.end(), comm) != tGroup.comms.end()) return;
+  tGroup.comms.push_back(comm);
+  if (comm->ledger) tGroup.marks.emplace_back(comm, comm->ledger->mark());
+}
+
 Status enqueueTask(ncclComm* comm, const Task& task) {
+  joinGroup(comm);  // before the call is published
   if (!task.isP2p()) {
     WEFT_TRY(core::noteCollectiveCall(comm, callOf(task)));
   } else {
@@ -155,9 +176,6 @@ Status enqueueTask(ncclComm* comm, const Task& task) {
     if (isError(s)) comm->tasks.clear();
     return s;
   }
-  if (std::find(tGroup.comms.begin(), tGroup.comms.end(), comm) == tGroup.comms.end()) {
-    tGroup.comms.push_back(comm);
-  }
   comm->tasks.push_back(task);
   return ncclSuccess;
 }
@@ -171,7 +189,10 @@ void deferFinalize(std::function<Status()> job, bool blocking) {
 }
 
 void failGroup(Status error) {
-  if (tGroup.depth > 0 && !isError(tGroup.error)) tGroup.error = error;
+  if (tGroup.depth > 0 && !isError(tGroup.error)) {
+    tGroup.error = error;
+    tGroup.cause = log::lastErrorOfThread();  // the failed call has just warned
+  }
 }
 
 }  // namespace weft::enqueue

@@ -21,6 +21,10 @@ bool inGroup();
 
 // Queues a task on the communicator; launches at once when no group is open.
 [[nodiscard]] Status enqueueTask(ncclComm* comm, const Task& task);
+// Makes the communicator a member of the open group (enqueueTask does it too): it remembers where
+// the communicator's published calls stand, to take back those of a group that fails. For calls
+// published before their tasks are queued (ncclAlltoAll, ncclGather, ncclScatter).
+void joinGroup(ncclComm* comm);
 
 // A communicator creation to run at the outermost groupEnd. `blocking` false: groupEnd returns
 // ncclInProgress at once and the job reports through the communicator's async error.

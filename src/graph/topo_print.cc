@@ -1,23 +1,14 @@
 #include "graph/topo_print.h"
 
-#include <cstdarg>
 #include <cstdio>
 
 #include "graph/transport_choice.h"
+#include "util/format.h"
 
 namespace weft::graph {
 
 namespace {
 
-void appendf(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void appendf(std::string* out, const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  *out += buf;
-}
 
 std::string nodeLabel(const HostGraph& h, int n) {
   const Node& x = h.nodes[n];
@@ -56,11 +47,11 @@ void printTree(const HostGraph& h, int n, int from, int depth, std::vector<char>
                     h.nodes[l.peer].type != NodeType::Cpu;
     if (treeLink) {
       out->append(2 * depth + 2, ' ');
-      appendf(out, "+ %s %.1f GB/s\n", linkTypeName(l.type), l.bw);
+      *out += util::formatText("+ %s %.1f GB/s\n", linkTypeName(l.type), l.bw);
       printTree(h, l.peer, n, depth + 2, seen, out);
     } else if (l.type != LinkType::Pci && l.type != LinkType::Net) {
       out->append(2 * depth + 2, ' ');
-      appendf(out, "~ %s %.1f GB/s -> %s\n", linkTypeName(l.type), l.bw, nodeLabel(h, l.peer).c_str());
+      *out += util::formatText("~ %s %.1f GB/s -> %s\n", linkTypeName(l.type), l.bw, nodeLabel(h, l.peer).c_str());
     }
   }
 }
@@ -71,7 +62,7 @@ std::string describeTopology(const Topology& topo) {
   std::string out;
   for (size_t hi = 0; hi < topo.hosts.size(); hi++) {
     const HostGraph& h = topo.hosts[hi];
-    appendf(&out, "Host %zu (hash %016llx): %zu GPUs with ranks, %zu network ports\n", hi,
+    out += util::formatText("Host %zu (hash %016llx): %zu GPUs with ranks, %zu network ports\n", hi,
             (unsigned long long)h.hostHash, h.gpus.size(), h.nets.size());
     std::vector<char> seen(h.nodes.size(), 0);
     for (int c : h.cpus) printTree(h, c, -1, 1, &seen, &out);
@@ -89,20 +80,20 @@ std::string describePaths(const Topology& topo) {
   if (!topo.pathsReady) return "paths not computed\n";
   for (size_t hi = 0; hi < topo.hosts.size(); hi++) {
     const HostGraph& h = topo.hosts[hi];
-    appendf(&out, "Host %zu paths (type/hops/GB/s):\n", hi);
+    out += util::formatText("Host %zu paths (type/hops/GB/s):\n", hi);
     out += "        ";
-    for (int g : h.gpus) appendf(&out, " %16s", ("rank " + std::to_string(h.nodes[g].rank)).c_str());
-    for (int n : h.nets) appendf(&out, " %16s", ("net " + std::to_string(h.nodes[n].id)).c_str());
+    for (int g : h.gpus) out += util::formatText(" %16s", ("rank " + std::to_string(h.nodes[g].rank)).c_str());
+    for (int n : h.nets) out += util::formatText(" %16s", ("net " + std::to_string(h.nodes[n].id)).c_str());
     out += '\n';
     for (int g : h.gpus) {
-      appendf(&out, "rank %-3d", h.nodes[g].rank);
+      out += util::formatText("rank %-3d", h.nodes[g].rank);
       for (int o : h.gpus) {
         const Path& p = h.paths[g][o];
-        appendf(&out, " %5s/%d/%7.1f", pathTypeName(p.type), p.count(), p.bw);
+        out += util::formatText(" %5s/%d/%7.1f", pathTypeName(p.type), p.count(), p.bw);
       }
       for (int o : h.nets) {
         const Path& p = h.paths[g][o];
-        appendf(&out, " %5s/%d/%7.1f", pathTypeName(p.type), p.count(), p.bw);
+        out += util::formatText(" %5s/%d/%7.1f", pathTypeName(p.type), p.count(), p.bw);
       }
       out += '\n';
     }
@@ -113,13 +104,13 @@ std::string describePaths(const Topology& topo) {
 std::string describeTransports(const Topology& topo, const TopoOptions& opts) {
   std::string out = "Transports (row sends to column):\n      ";
   int n = topo.nRanks();
-  for (int b = 0; b < n; b++) appendf(&out, " %4d", b);
+  for (int b = 0; b < n; b++) out += util::formatText(" %4d", b);
   out += '\n';
   for (int a = 0; a < n; a++) {
-    appendf(&out, "%5d ", a);
+    out += util::formatText("%5d ", a);
     for (int b = 0; b < n; b++) {
       if (topo.ranks[a].host < 0 || topo.ranks[b].host < 0) out += "    -";
-      else appendf(&out, " %4s", a == b ? "." : transportName(chooseTransport(topo, a, b, opts)));
+      else out += util::formatText(" %4s", a == b ? "." : transportName(chooseTransport(topo, a, b, opts)));
     }
     out += '\n';
   }
@@ -129,18 +120,18 @@ std::string describeTransports(const Topology& topo, const TopoOptions& opts) {
 namespace {
 
 void appendRing(const RingChannel& r, std::string* out) {
-  for (size_t i = 0; i < r.order.size(); i++) appendf(out, "%s%d", i ? " " : "", r.order[i]);
+  for (size_t i = 0; i < r.order.size(); i++) *out += util::formatText("%s%d", i ? " " : "", r.order[i]);
 }
 
 void appendTree(const TreeChannel& t, std::string* out) {
-  appendf(out, "root %d;", t.root);
+  *out += util::formatText("root %d;", t.root);
   for (size_t r = 0; r < t.links.size(); r++) {
     const TreeLinks& l = t.links[r];
-    appendf(out, " %d->%zu->", l.up, r);
+    *out += util::formatText(" %d->%zu->", l.up, r);
     bool any = false;
     for (int d : l.down) {
       if (d < 0) continue;
-      appendf(out, "%s%d", any ? "/" : "", d);
+      *out += util::formatText("%s%d", any ? "/" : "", d);
       any = true;
     }
     if (!any) *out += "-1";
@@ -153,8 +144,8 @@ void appendNets(const std::vector<int>& in, const std::vector<int>* outNets, std
   if (!any) return;
   *out += "  nets";
   for (size_t h = 0; h < in.size(); h++) {
-    if (outNets) appendf(out, " h%zu:%d>%d", h, in[h], (*outNets)[h]);
-    else appendf(out, " h%zu:%d", h, in[h]);
+    if (outNets) *out += util::formatText(" h%zu:%d>%d", h, in[h], (*outNets)[h]);
+    else *out += util::formatText(" h%zu:%d", h, in[h]);
   }
 }
 
@@ -162,11 +153,11 @@ void appendNets(const std::vector<int>& in, const std::vector<int>* outNets, std
 
 std::string describeSearch(const Topology& topo, const SearchResult& r) {
   std::string out;
-  appendf(&out, "%s search: %d channels, %.1f/%.1f GB/s per channel (intra/inter), types %s/%s\n",
+  out += util::formatText("%s search: %d channels, %.1f/%.1f GB/s per channel (intra/inter), types %s/%s\n",
           patternName(r.pattern), r.nChannels, r.bwIntra, r.bwInter, pathTypeName(r.typeIntra),
           pathTypeName(r.typeInter));
   for (int c = 0; c < r.nChannels; c++) {
-    appendf(&out, "  %2d: ", c);
+    out += util::formatText("  %2d: ", c);
     if (r.pattern == Pattern::Ring) {
       appendRing(r.rings[c], &out);
       appendNets(r.rings[c].netIn, &r.rings[c].netOut, &out);
@@ -184,14 +175,14 @@ std::string describePlan(const Topology& topo, const ChannelPlan& plan) {
   std::string out;
   out += describeSearch(topo, plan.ringSearch);
   out += describeSearch(topo, plan.treeSearch);
-  appendf(&out, "Channels: %d\n", plan.nChannels);
+  out += util::formatText("Channels: %d\n", plan.nChannels);
   for (int c = 0; c < plan.nChannels; c++) {
-    appendf(&out, "  Ring %02d : ", c);
+    out += util::formatText("  Ring %02d : ", c);
     appendRing(plan.rings[c], &out);
     out += '\n';
   }
   for (int c = 0; c < plan.nChannels; c++) {
-    appendf(&out, "  Tree %02d : ", c);
+    out += util::formatText("  Tree %02d : ", c);
     appendTree(plan.trees[c], &out);
     out += '\n';
   }
@@ -202,7 +193,7 @@ std::string topologyDot(const Topology& topo) {
   std::string out = "digraph topology {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
   for (size_t hi = 0; hi < topo.hosts.size(); hi++) {
     const HostGraph& h = topo.hosts[hi];
-    appendf(&out, "  subgraph cluster_h%zu {\n    label=\"host %016llx\";\n", hi, (unsigned long long)h.hostHash);
+    out += util::formatText("  subgraph cluster_h%zu {\n    label=\"host %016llx\";\n", hi, (unsigned long long)h.hostHash);
     for (size_t n = 0; n < h.nodes.size(); n++) {
       const char* color = "black";
       switch (h.nodes[n].type) {
@@ -213,7 +204,7 @@ std::string topologyDot(const Topology& topo) {
         case NodeType::Net: color = "purple"; break;
         default: break;
       }
-      appendf(&out, "    h%zun%zu [label=\"%s\", color=%s];\n", hi, n, nodeLabel(h, (int)n).c_str(), color);
+      out += util::formatText("    h%zun%zu [label=\"%s\", color=%s];\n", hi, n, nodeLabel(h, (int)n).c_str(), color);
     }
     // One undirected edge per pair; the label gives both directions when they differ.
     for (size_t n = 0; n < h.nodes.size(); n++) {
@@ -225,10 +216,10 @@ std::string topologyDot(const Topology& topo) {
         }
         const char* style = l.type == LinkType::Nvl ? "bold" : (l.type == LinkType::Sys ? "dashed" : "solid");
         if (back == l.bw || back == 0)
-          appendf(&out, "    h%zun%zu -> h%zun%d [dir=both, style=%s, label=\"%s %.1f\"];\n", hi, n, hi, l.peer,
+          out += util::formatText("    h%zun%zu -> h%zun%d [dir=both, style=%s, label=\"%s %.1f\"];\n", hi, n, hi, l.peer,
                   style, linkTypeName(l.type), l.bw);
         else
-          appendf(&out, "    h%zun%zu -> h%zun%d [dir=both, style=%s, label=\"%s %.1f/%.1f\"];\n", hi, n, hi,
+          out += util::formatText("    h%zun%zu -> h%zun%d [dir=both, style=%s, label=\"%s %.1f/%.1f\"];\n", hi, n, hi,
                   l.peer, style, linkTypeName(l.type), l.bw, back);
       }
     }

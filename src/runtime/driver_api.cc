@@ -50,6 +50,7 @@ Status resolveAll(DriverApi* api, char* error, size_t bytes) {
   WEFT_RESOLVE(cuDeviceGet, 2000);
   WEFT_RESOLVE(cuDeviceGetAttribute, 2000);
   WEFT_RESOLVE(cuMemGetAddressRange, 3020);
+  WEFT_RESOLVE(cuPointerGetAttributes, 7000);
   WEFT_RESOLVE(cuMemCreate, 10020);
   WEFT_RESOLVE(cuMemRelease, 10020);
   WEFT_RESOLVE(cuMemAddressReserve, 10020);

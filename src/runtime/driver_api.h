@@ -18,6 +18,7 @@ struct DriverApi {
   PFN_cuDeviceGet_v2000 cuDeviceGet = nullptr;
   PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute = nullptr;
   PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange = nullptr;
+  PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes = nullptr;
   PFN_cuMemCreate_v10020 cuMemCreate = nullptr;
   PFN_cuMemRelease_v10020 cuMemRelease = nullptr;
   PFN_cuMemAddressReserve_v10020 cuMemAddressReserve = nullptr;

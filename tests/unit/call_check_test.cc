@@ -220,6 +220,31 @@ TEST(CallCheck, AGroupWithADifferentCallIsDroppedWhole) {
   EXPECT_TRUE(contains(ncclGetLastError(&r1.comm), "(the root differs)")) << ncclGetLastError(&r1.comm);
 }
 
+// A group that fails as a whole (here: a later call's buffers overlap) takes its calls back out of
+// the ledger: the neighbor's different call in that place is no finding, and the calls made
+// instead are compared from the same number on.
+TEST(CallCheck, AFailedGroupTakesItsCallsBack) {
+  const uint64_t hash = freshHash();
+  FakeRank r0(hash, 0), r1(hash, 1);
+  if (!r0.comm.ledger || !r1.comm.ledger) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  float x[64] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, &r0.comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(x, x + 1, 16, ncclFloat32, ncclSum, &r0.comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
+  EXPECT_EQ(r0.comm.ledger->collectives(), 0u) << "the first all_reduce never ran";
+  EXPECT_EQ(noteCollectiveCall(&r1.comm, broadcast(16, 0)), ncclSuccess) << ncclGetLastError(&r1.comm);
+  EXPECT_EQ(noteCollectiveCall(&r0.comm, broadcast(16, 0)), ncclSuccess) << ncclGetLastError(&r0.comm);
+  EXPECT_EQ(r0.comm.ledger->collectives(), 1u);
+  // The same through ncclAlltoAll, whose call is published before its sends are queued.
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAlltoAll(x, x + 32, 4, ncclFloat32, &r0.comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(x, x + 1, 16, ncclFloat32, ncclSum, &r0.comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
+  EXPECT_EQ(r0.comm.ledger->collectives(), 1u);
+  EXPECT_FALSE(r0.comm.abortRequested.load()) << "refused arguments do not fail the communicator";
+}
+
 TEST(CallCheck, AlltoAllIsPublishedAsOneCallOfItsOwn) {
   const uint64_t hash = freshHash();
   FakeRank r0(hash, 0), r1(hash, 1);
@@ -232,7 +257,7 @@ TEST(CallCheck, AlltoAllIsPublishedAsOneCallOfItsOwn) {
   a2a.count = 4;
   ASSERT_EQ(noteCollectiveCall(&r0.comm, a2a), ncclSuccess);
   int x[8] = {};
-  EXPECT_EQ(ncclAllGather(x, x, 4, ncclInt32, &r1.comm, nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ncclAllGather(x + 4, x, 4, ncclInt32, &r1.comm, nullptr), ncclInvalidUsage);  // in place: rank 1's block
   EXPECT_TRUE(contains(ncclGetLastError(&r1.comm), "rank 0 called ncclAlltoAll(count 4, ncclInt32) (the collective differs)"))
       << ncclGetLastError(&r1.comm);
 }

@@ -87,6 +87,48 @@ TEST(OpLedger, APageShorterThanItsSendLanesIsNotBelieved) {
   EXPECT_FALSE(PeerLedger::open(hash, 2));
 }
 
+// Calls of a group that failed as a whole are taken back: peers no longer see them, and the calls
+// made instead get their numbers.
+TEST(OpLedger, RetractedCallsVanishAndTheirNumbersAreReused) {
+  const uint64_t hash = freshHash();
+  auto mine = OpLedger::create(hash, 0, 2);
+  if (!mine) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  weft::core::CallSignature call;
+  call.count = 10;
+  mine->publish(call);
+  P2pSignature op;
+  op.count = 4;
+  mine->publishP2p(1, P2pDirection::kSend, op);
+  const OpLedger::Mark mark = mine->mark();
+  call.count = 20;
+  EXPECT_EQ(mine->publish(call), 2u);
+  EXPECT_EQ(mine->publish(call), 3u);
+  EXPECT_EQ(mine->publishP2p(1, P2pDirection::kSend, op), 2u);
+  auto peer = PeerLedger::open(hash, 0);
+  ASSERT_TRUE(peer);
+  weft::core::CallSignature seen;
+  ASSERT_TRUE(peer->recent(2, &seen));
+  mine->retract(mark);
+  EXPECT_EQ(mine->collectives(), 1u);
+  EXPECT_EQ(mine->p2pOps(1, P2pDirection::kSend), 1u);
+  EXPECT_FALSE(peer->recent(2, &seen)) << "a retracted call reads as not made";
+  EXPECT_FALSE(peer->recent(3, &seen));
+  P2pSignature sent;
+  EXPECT_FALSE(peer->recentP2p(1, P2pDirection::kSend, 2, &sent));
+  ASSERT_TRUE(peer->recent(1, &seen)) << "calls before the mark stay";
+  EXPECT_EQ(seen.count, 10u);
+  call.count = 30;
+  EXPECT_EQ(mine->publish(call), 2u) << "the next call takes the retracted number";
+  ASSERT_TRUE(peer->recent(2, &seen));
+  EXPECT_EQ(seen.count, 30u);
+  // More calls than the ring holds, then taken back: every slot after the mark reads empty.
+  const OpLedger::Mark again = mine->mark();
+  for (uint64_t i = 0; i < OpLedger::kRecentCalls + 5; ++i) mine->publish(call);
+  mine->retract(again);
+  EXPECT_EQ(mine->collectives(), 2u);
+  for (uint64_t seq = 3; seq < 3 + OpLedger::kRecentCalls + 5; ++seq) EXPECT_FALSE(peer->recent(seq, &seen)) << seq;
+}
+
 TEST(OpLedger, TheReportNamesThePeersWhoseSendsOrReceivesFallShort) {
   using weft::core::P2pTally;
   using weft::core::describeP2pLaggards;
