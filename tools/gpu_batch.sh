@@ -9,7 +9,8 @@
 # Stages: correct (kernel harness, coll_sweep per forced algorithm/protocol and launch mode,
 # clients), latency (small all_reduce, one thread per GPU and CUDA graph; the tuner's picks), perf
 # (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), misuse (bad
-# buffers refused, unusual ones taken; NCCL observed with the same calls), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
+# buffers refused, unusual ones taken; NCCL observed with the same calls), storm (communicators
+# aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
@@ -34,7 +35,7 @@ if [ -n "${PREBUILT:-}" ]; then
   B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
 else
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft-perf weft_kernel_harness > $L/build.log 2>&1
   rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
 fi
 
@@ -71,6 +72,7 @@ sweeps_all() {
   clients
   stage_faults
   stage_misuse
+  STORM_S=20 stage_storm
 }
 
 stage_latency() {
@@ -271,6 +273,12 @@ stage_misuse() {
   echo "misuse rc=$?: $(tail -1 $L/misuse.log)"; grep -E "FAIL" $L/misuse.log | head -6
   LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_misuse_test --observe > $L/misuse-nccl.log 2>&1
   echo "misuse with NCCL (observed) rc=$?"; cat $L/misuse-nccl.log
+}
+
+# Communicators made and aborted at random moments (tests/gpu/abort_storm_test.cc), STORM_S seconds.
+stage_storm() {
+  timeout $((${STORM_S:-60} + 150)) $B/tests/gpu/weft_gpu_abort_storm_test -n ${STORM_RANKS:-2} -g $NG -s ${STORM_S:-60} > $L/storm.log 2>&1
+  echo "abort storm rc=$?: $(tail -1 $L/storm.log)"; grep -E "^(FAIL|rank)" $L/storm.log | head -8
 }
 
 # The end state: latency (PDL on and off), host time per call, every sweep (and 4 ranks on the

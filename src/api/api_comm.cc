@@ -167,6 +167,10 @@ WEFT_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
     if (comm == nullptr) return ncclSuccess;
     WEFT_TRY(core::checkCommHandle(comm, "ncclCommAbort"));
     core::requestAbort(comm);
+    if (enqueue::inGroup()) {
+      enqueue::deferAbort(comm, [comm] { destroyNow(comm); });  // with the group's other aborts
+      return ncclSuccess;
+    }
     destroyNow(comm);
     return ncclSuccess;
   });

@@ -30,6 +30,7 @@ struct GroupState {
   std::vector<LedgerMark> marks;  // of those with a ledger
   std::vector<InitJob> inits;
   std::vector<InitJob> finalizes;
+  std::vector<std::pair<ncclComm*, std::function<void()>>> aborts;
 };
 
 thread_local GroupState tGroup;
@@ -87,6 +88,21 @@ Status groupStart() {
   return ncclSuccess;
 }
 
+// The group's aborts (every flag is raised by now): their communicators leave the group, with their
+// queued work and ledger marks, then go.
+void runAborts(GroupState* group) {
+  if (group->aborts.empty()) return;
+  for (auto& [comm, destroy] : group->aborts) {
+    comm->tasks.clear();
+    group->comms.erase(std::remove(group->comms.begin(), group->comms.end(), comm), group->comms.end());
+    group->marks.erase(std::remove_if(group->marks.begin(), group->marks.end(),
+                                      [c = comm](const LedgerMark& m) { return m.first == c; }),
+                       group->marks.end());
+  }
+  for (auto& abort : group->aborts) abort.second();
+  group->aborts.clear();
+}
+
 // Closes one group level for `fn`. At the outermost level: takes the group's state, reports an
 // earlier failure, runs the deferred communicator creations (real even when the collectives are
 // only simulated) and returns true in *outermost with the communicators that have tasks and the
@@ -101,6 +117,7 @@ static Status closeGroup(const char* fn, const char* dropped, bool* outermost, s
   if (--tGroup.depth > 0) return ncclSuccess;
   GroupState group = std::move(tGroup);
   tGroup = GroupState();
+  runAborts(&group);
   if (isError(group.error)) {
     dropQueued(group.comms, group.marks);
     WEFT_WARN("%s: an earlier call in this group failed (%s: %s); %s", fn, ncclGetErrorString(group.error),
@@ -186,6 +203,12 @@ void deferInit(std::function<Status()> job, bool blocking) {
 
 void deferFinalize(std::function<Status()> job, bool blocking) {
   tGroup.finalizes.push_back({std::move(job), blocking});
+}
+
+void deferAbort(ncclComm* comm, std::function<void()> destroy) {
+  for (const auto& a : tGroup.aborts)
+    if (a.first == comm) return;  // aborted twice in one group: once is enough
+  tGroup.aborts.emplace_back(comm, std::move(destroy));
 }
 
 void failGroup(Status error) {

@@ -34,6 +34,13 @@ void deferInit(std::function<Status()> job, bool blocking);
 // finalizations run concurrently, so one thread can finalize all its communicators in one group.
 void deferFinalize(std::function<Status()> job, bool blocking);
 
+// An ncclCommAbort inside a group: the caller has raised the communicator's abort flag; `destroy`
+// runs at the outermost groupEnd, once every abort of the group has raised its flag. Destroying
+// one communicator frees memory, which waits for every kernel of the device, also those of the
+// other communicators being aborted (one process's communicators waiting for each other's peers
+// would wait forever). The communicator's queued work of the group is dropped.
+void deferAbort(ncclComm* comm, std::function<void()> destroy);
+
 // Records an error raised inside a group: the group's End reports it and launches nothing.
 void failGroup(Status error);
 

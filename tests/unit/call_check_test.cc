@@ -245,6 +245,32 @@ TEST(CallCheck, AFailedGroupTakesItsCallsBack) {
   EXPECT_FALSE(r0.comm.abortRequested.load()) << "refused arguments do not fail the communicator";
 }
 
+// ncclCommAbort inside a group raises the flag at once and destroys at ncclGroupEnd (after every
+// abort of the group has raised its own); the aborted communicator's queued work and published
+// calls of the group go with it, and it takes no more calls meanwhile.
+TEST(CallCheck, AbortsInAGroupRaiseTheirFlagsFirstAndDestroyAtTheEnd) {
+  const uint64_t hash = freshHash();
+  auto* doomed = new ncclComm();
+  doomed->rank = 0;
+  doomed->nRanks = 2;
+  doomed->commHash = hash;
+  doomed->peers.resize(2);
+  for (PeerInfo& p : doomed->peers) p.hostHash = 42;
+  doomed->ledger = OpLedger::create(hash, 0, 2);
+  if (!doomed->ledger) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  float x[16] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, doomed, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(doomed), ncclSuccess);
+  EXPECT_TRUE(doomed->looksValid()) << "destroyed only at ncclGroupEnd";
+  EXPECT_TRUE(doomed->abortRequested.load()) << "the flag is up at once";
+  EXPECT_EQ(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, doomed, nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ncclCommAbort(doomed), ncclSuccess) << "twice in one group";
+  // The group's failure (the refused call) does not keep the abort from running.
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  EXPECT_EQ(OpLedger::readPeer(hash, 0), -1) << "its ledger page went with it";
+}
+
 TEST(CallCheck, AlltoAllIsPublishedAsOneCallOfItsOwn) {
   const uint64_t hash = freshHash();
   FakeRank r0(hash, 0), r1(hash, 1);
