@@ -203,9 +203,28 @@ Status deviceFree(void* ptr) {
   return ncclSuccess;
 }
 
-Status deviceMemset(void* ptr, int value, size_t bytes) {
-  WEFT_CUDA_TRY(cudaMemset(ptr, value, bytes));
+namespace {
+
+// Runs `op` on a non-blocking stream of its own and waits for it. Not on the legacy default
+// stream, which waits for (and holds up) the work of every blocking stream of the device (a stuck
+// kernel of another communicator, or the user's); and done when the call returns: cudaMemset on
+// device memory may return before it lands, and an abort that freed the memory right after faulted
+// it (the abort storm, session 25).
+template <typename Op>
+Status onPrivateStream(Op op) {
+  Stream stream = nullptr;
+  WEFT_TRY(streamCreate(&stream, 0));
+  cudaError_t e = op(stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  (void)cudaStreamDestroy(stream);
+  WEFT_CUDA_TRY(e);
   return ncclSuccess;
+}
+
+}  // namespace
+
+Status deviceMemset(void* ptr, int value, size_t bytes) {
+  return onPrivateStream([&](Stream s) { return cudaMemsetAsync(ptr, value, bytes, s); });
 }
 
 Status deviceMemsetAsync(void* ptr, int value, size_t bytes, Stream stream) {
@@ -214,8 +233,7 @@ Status deviceMemsetAsync(void* ptr, int value, size_t bytes, Stream stream) {
 }
 
 Status deviceMemcpy(void* dst, const void* src, size_t bytes) {
-  WEFT_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
-  return ncclSuccess;
+  return onPrivateStream([&](Stream s) { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s); });
 }
 
 Status deviceMemcpyAsync(void* dst, const void* src, size_t bytes, Stream stream) {

@@ -65,6 +65,7 @@ struct DeviceProps {
 
 // ---------------------------------------------------------------------------------------------
 // Memory (on the current device). deviceMemcpy* use the unified address space (any direction).
+// deviceMemset and deviceMemcpy are done when they return, and never use the legacy default stream.
 
 [[nodiscard]] Status deviceMalloc(void** ptr, size_t bytes);
 [[nodiscard]] Status deviceFree(void* ptr);
