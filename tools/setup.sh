@@ -1,8 +1,10 @@
 # Sourced by tools/test.sh and tools/bench.sh: installs what the build needs on Debian 12 (when run as
 # root and something is missing) and puts the CUDA toolkit on PATH. With WEFT_SETUP_HIP=1 (tools/test.sh
 # sets it) it also installs Debian's ROCm 5.2 HIP compiler for the HIP build (hipcc pulls in clang-15,
-# lld-15, the device libraries and libamdhip64).
+# lld-15, the device libraries and libamdhip64). Unless WEFT_FUZZ_SECONDS=0, clang with libFuzzer too.
 weft_packages=(cmake ninja-build g++ libgtest-dev python3 binutils)
+# tools/fuzz.sh (run by tools/test.sh): clang and its libFuzzer/sanitizer runtime.
+if [ "${WEFT_FUZZ_SECONDS:-10}" != 0 ]; then weft_packages+=(clang libclang-rt-14-dev); fi
 if [ "${WEFT_SETUP_HIP:-0}" = 1 ]; then weft_packages+=(hipcc); fi
 weft_missing=()
 for p in "${weft_packages[@]}"; do

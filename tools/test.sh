@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (packages), builds weft (library, device code, unit tests, GPU test
 # programs, tools) and, side by side, the HIP/ROCm variant (librccl.so.1 for gfx90a and gfx940, compile
-# only: no AMD GPU here) in <build-dir>-hip; then runs the unit tests and the HIP build's checks.
+# only: no AMD GPU here) in <build-dir>-hip; then runs the unit tests, the fuzz targets (tools/fuzz.sh,
+# WEFT_FUZZ_SECONDS each, default 10; 0 skips) and the HIP build's checks.
 # Usage: tools/test.sh [build-dir]
 # Environment: WEFT_SETUP_HIP=0 skips the HIP build. WEFT_TEST_HIP_ARCHS (e.g. gfx90a) compiles the
 # HIP device code for those targets only, and WEFT_TEST_HIP_DEBUG=0 compiles it without -g: clang
@@ -55,6 +56,12 @@ if [ -n "$hip_pid" ]; then
   echo "weft: HIP build done $((SECONDS - hip_start)) s after it started (log: $hip_log)"
 fi
 (cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
+# The parsers of outside bytes under libFuzzer + ASan + UBSan (WEFT_FUZZ_SECONDS per target; 0 skips).
+if [ "${WEFT_FUZZ_SECONDS:-10}" != 0 ]; then
+  fuzz_start=$SECONDS
+  bash "$here/tools/fuzz.sh" "$build" "${WEFT_FUZZ_SECONDS:-10}"
+  echo "weft: fuzzing took $((SECONDS - fuzz_start)) s"
+fi
 if [ "$hip_built" = 1 ]; then
   (cd "$build-hip" && ctest --output-on-failure -j"$(nproc)" --timeout 600)
   echo "weft: HIP build and checks took $((SECONDS - hip_start)) s"

@@ -136,11 +136,14 @@ struct Rank {
     return more;
   }
 
-  // Queues 0-6 all_reduces of random sizes; the peers queue their own random numbers.
-  void queueWork(ncclComm_t comm) {
+  // Queues a random number (0-6) of all_reduces. Their sizes are the iteration's, the same on
+  // every rank (calls that differ between ranks are refused: not what this test is about); only
+  // how many each rank makes differs, so kernels wait for peers that stop short.
+  void queueWork(ncclComm_t comm, int iteration) {
     const int calls = uniform(0, 6);
+    std::mt19937 shared(opt.seed ^ (0x9e3779b9u * (unsigned)(iteration + 1)));
     for (int c = 0; c < calls; ++c) {
-      const size_t count = (size_t)1 << uniform(8, 20);
+      const size_t count = (size_t)1 << std::uniform_int_distribution<int>(8, 20)(shared);
       stage("ncclAllReduce");
     if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream) != ncclSuccess) return;  // may fail: a peer went
     }
@@ -183,8 +186,9 @@ struct Rank {
       std::this_thread::sleep_for(std::chrono::milliseconds(uniform(0, 20)));
       return timedAbort(iteration, name, comm);
     }
-    if (r != ncclSuccess) {
-      // A peer that aborted its creation early can fail this one: that is part of the storm.
+    if (r != ncclSuccess) {  // every rank creates before any aborts in these modes
+      fail(iteration, name, std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r) + ": " +
+                                ncclGetLastError(nullptr));
       if (comm) timedAbort(iteration, name, comm);
       return;
     }
@@ -192,8 +196,8 @@ struct Rank {
       ncclComm_t child = nullptr;
       stage("ncclCommSplit");
       r = ncclCommSplit(comm, 0, rank, &child, nullptr);
-      if (r == ncclSuccess && child) queueWork(child);
-      queueWork(comm);
+      if (r == ncclSuccess && child) queueWork(child, iteration);
+      queueWork(comm, iteration);
       std::this_thread::sleep_for(std::chrono::microseconds(uniform(0, 5000)));
       stage("the group abort");
       const double t0 = now();
@@ -208,7 +212,7 @@ struct Rank {
       if (took > kAbortLimitSeconds) fail(iteration, name, "the group abort took " + std::to_string(took) + " s");
       return drain(iteration, name);
     }
-    queueWork(comm);
+    queueWork(comm, iteration);
     if (mode == 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(uniform(0, 5000)));
       timedAbort(iteration, name, comm);
@@ -259,6 +263,7 @@ struct Rank {
   int run() {
     gRank = rank;
     signal(SIGALRM, onAlarm);
+    signal(SIGPIPE, SIG_IGN);  // a rank that left early closed its pipe: a write then fails, no more
     alarm((unsigned)opt.seconds + 30);  // a hang ends the process, naming where it was
     rng.seed(opt.seed + 7919u * (unsigned)rank);
     cudaSetDevice(dev);
@@ -278,6 +283,12 @@ struct Rank {
         std::fflush(stdout);
       }
       iterate(iteration, id);
+      stage("cudaDeviceSynchronize after the iteration");
+      const cudaError_t sticky = cudaDeviceSynchronize();
+      if (sticky != cudaSuccess) {  // the context is unusable: report it and leave the storm
+        fail(iteration, kModeNames[iteration % kModes], std::string("after the abort: ") + cudaGetErrorString(sticky));
+        return 1;
+      }
       if (iteration + 1 == kWarmIterations) warm = usage();
     }
     cudaDeviceSynchronize();
