@@ -206,12 +206,14 @@ std::unique_ptr<PeerLedger> PeerLedger::open(uint64_t commHash, int rank) {
   close(fd);
   if (p == MAP_FAILED) return nullptr;
   const LedgerPage* page = static_cast<const LedgerPage*>(p);
-  // The lanes the header promises must all be there (a bounded count first: the product must not wrap).
-  if (!pageIsRanks(page, commHash, rank) || page->hostRanks > (1u << 20) || bytes < pageBytes(page->hostRanks)) {
+  // The lanes the header promises must all be there (a bounded count first: the product must not
+  // wrap). Read once: the page is shared, and every later bound uses this value.
+  const uint64_t hostRanks = *const_cast<const volatile uint64_t*>(&page->hostRanks);
+  if (!pageIsRanks(page, commHash, rank) || hostRanks > (1u << 20) || bytes < pageBytes(hostRanks)) {
     munmap(p, bytes);
     return nullptr;
   }
-  return std::unique_ptr<PeerLedger>(new PeerLedger(page, bytes));
+  return std::unique_ptr<PeerLedger>(new PeerLedger(page, bytes, hostRanks));
 }
 
 PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), bytes_); }
@@ -226,7 +228,7 @@ bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {
 }
 
 bool PeerLedger::recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSignature* out) const {
-  if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return false;
+  if (hostPeer < 0 || (uint64_t)hostPeer >= hostRanks_) return false;
   uint64_t count = 0, shape = 0;
   if (!readSlot(lanes(page_)[hostPeer * 2 + (int)dir].recent, OpLedger::kRecentP2p, seq, &count, &shape)) return false;
   out->count = count;
@@ -235,7 +237,7 @@ bool PeerLedger::recentP2p(int hostPeer, P2pDirection dir, uint64_t seq, P2pSign
 }
 
 int64_t PeerLedger::p2pOps(int hostPeer, P2pDirection dir) const {
-  if (hostPeer < 0 || (uint64_t)hostPeer >= page_->hostRanks) return -1;
+  if (hostPeer < 0 || (uint64_t)hostPeer >= hostRanks_) return -1;
   return (int64_t)lanes(page_)[hostPeer * 2 + (int)dir].ops.load(std::memory_order_relaxed);
 }
 

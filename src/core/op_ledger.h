@@ -112,9 +112,11 @@ class PeerLedger {
   bool finding(uint64_t* seq, std::string* text) const;
 
  private:
-  PeerLedger(const LedgerPage* page, size_t bytes) : page_(page), bytes_(bytes) {}
+  PeerLedger(const LedgerPage* page, size_t bytes, uint64_t hostRanks)
+      : page_(page), bytes_(bytes), hostRanks_(hostRanks) {}
   const LedgerPage* page_;
   size_t bytes_;
+  uint64_t hostRanks_;  // as checked against the mapping at open: its owner may rewrite the header
 };
 
 // Pure: the sentence that names the ranks behind this one. `peers[r]` is rank r's count (-1:

@@ -1,10 +1,13 @@
 // Coverage-guided fuzzing (libFuzzer, with AddressSanitizer and UndefinedBehaviorSanitizer) of every
 // parser that reads bytes or text from outside the process: bootstrap frames off a socket, unique
-// ids, addresses (as text too), the topology records and transport rows that ranks exchange, topology XML, and
-// the settings' mini-languages (NCCL_ALGO, NCCL_PROTO, NCCL_WEFT_TUNING). User-pains matrix row 16:
-// no crash, undefined behaviour, unbounded allocation or hang; what decodes must encode back to the
-// same bytes where the format allows it. One executable per target (WEFT_FUZZ_TARGET names it);
-// tools/fuzz.sh builds them with clang and runs each for a while.
+// ids, addresses (as text too), the topology records and transport rows that ranks exchange, the
+// call-check pages other ranks write in /dev/shm, topology XML, and the settings' mini-languages
+// (NCCL_ALGO, NCCL_PROTO, NCCL_WEFT_TUNING). User-pains matrix row 16: no crash, undefined
+// behaviour, unbounded allocation or hang; what decodes must encode back to the same bytes where
+// the format allows it. One executable per target (WEFT_FUZZ_TARGET names it); tools/fuzz.sh builds
+// them with clang and runs each for a while.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "bootstrap/frame_reader.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
+#include "core/op_ledger.h"
 #include "graph/algo_proto_env.h"
 #include "graph/rank_record.h"
 #include "graph/topo_xml.h"
@@ -137,6 +141,58 @@ void topologyXml(const uint8_t* data, size_t size) {
   (void)graph::parseXml(text, &root);
   graph::Topology topo;
   (void)graph::parseTopologyXml(text, &topo);
+}
+
+// Another rank's call-check page in /dev/shm: the bytes of a real page (two host ranks, some calls
+// published) with the input XORed onto them, cut to a length the input picks; whatever opens
+// must read back without going past the mapping.
+void ledgerPage(const uint8_t* data, size_t size) {
+  static const uint64_t hash = 0x5eed000000000000ULL ^ (uint64_t)getpid();
+  static const std::vector<uint8_t> base = [] {
+    auto real = core::OpLedger::create(hash, 1, 2);
+    std::vector<uint8_t> bytes;
+    if (!real) return bytes;
+    core::CallSignature call;
+    call.count = 77;
+    real->publish(call);
+    core::P2pSignature op;
+    op.count = 5;
+    real->publishP2p(0, core::P2pDirection::kRecv, op);
+    const int fd = shm_open(core::OpLedger::pageName(hash, 1).c_str(), O_RDONLY, 0);
+    const off_t length = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+    bytes.resize(length > 0 ? (size_t)length : 0);
+    if (fd >= 0 && pread(fd, bytes.data(), bytes.size(), 0) != (ssize_t)bytes.size()) bytes.clear();
+    if (fd >= 0) close(fd);
+    return bytes;  // the real page goes with `real`; its bytes are the base
+  }();
+  if (base.empty() || size < 2) return;
+  std::vector<uint8_t> page = base;
+  const size_t cut = (size_t)(data[0] | data[1] << 8) * 64;  // 0: the whole page
+  if (cut > 0 && cut < page.size()) page.resize(cut);
+  for (size_t i = 2; i < size && i - 2 < page.size(); ++i) page[i - 2] ^= data[i];
+  const std::string name = core::OpLedger::pageName(hash, 1);
+  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+  if (fd < 0) return;
+  const bool written = write(fd, page.data(), page.size()) == (ssize_t)page.size();
+  close(fd);
+  if (written) {
+    if (auto peer = core::PeerLedger::open(hash, 1)) {
+      core::CallSignature call;
+      core::P2pSignature op;
+      for (uint64_t seq = 0; seq < 4; ++seq) {
+        (void)peer->recent(seq, &call);
+        for (int hostPeer = -1; hostPeer < 4; ++hostPeer) {
+          (void)peer->recentP2p(hostPeer, core::P2pDirection::kSend, seq, &op);
+          (void)peer->p2pOps(hostPeer, core::P2pDirection::kRecv);
+        }
+      }
+      uint64_t findingSeq = 0;
+      std::string text;
+      if (peer->finding(&findingSeq, &text)) require(text.size() < 4096, "a finding's text is bounded");
+      (void)peer->collectives();
+    }
+  }
+  shm_unlink(name.c_str());
 }
 
 void settings(const uint8_t* data, size_t size) {

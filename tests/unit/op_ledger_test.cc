@@ -129,6 +129,28 @@ TEST(OpLedger, RetractedCallsVanishAndTheirNumbersAreReused) {
   for (uint64_t seq = 3; seq < 3 + OpLedger::kRecentCalls + 5; ++seq) EXPECT_FALSE(peer->recent(seq, &seen)) << seq;
 }
 
+// The page is shared: its owner (or anyone who can write it) may change the header after a reader
+// checked it. The reader keeps the count of lanes it checked against the mapping.
+TEST(OpLedger, AHeaderRewrittenAfterOpenCannotMakeTheReaderOverrun) {
+  const uint64_t hash = freshHash();
+  auto mine = OpLedger::create(hash, 1, 2);
+  if (!mine) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  P2pSignature op;
+  op.count = 3;
+  mine->publishP2p(1, P2pDirection::kSend, op);
+  auto peer = PeerLedger::open(hash, 1);
+  ASSERT_TRUE(peer);
+  const int fd = shm_open(OpLedger::pageName(hash, 1).c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  const uint64_t huge = 1u << 19;  // lanes far past the mapping
+  ASSERT_EQ(pwrite(fd, &huge, sizeof(huge), 24), (ssize_t)sizeof(huge)) << "hostRanks sits at byte 24";
+  close(fd);
+  P2pSignature got;
+  EXPECT_TRUE(peer->recentP2p(1, P2pDirection::kSend, 1, &got));
+  EXPECT_FALSE(peer->recentP2p(400000, P2pDirection::kSend, 1, &got)) << "beyond the lanes checked at open";
+  EXPECT_EQ(peer->p2pOps(400000, P2pDirection::kRecv), -1);
+}
+
 TEST(OpLedger, TheReportNamesThePeersWhoseSendsOrReceivesFallShort) {
   using weft::core::P2pTally;
   using weft::core::describeP2pLaggards;
