@@ -269,9 +269,9 @@ stage_faults() {
 
 # Bad and unusual buffers (tests/gpu/misuse_test.cc): weft judged, then NCCL observed.
 stage_misuse() {
-  timeout 200 $B/tests/gpu/weft_gpu_misuse_test > $L/misuse.log 2>&1
+  timeout 200 $B/tests/gpu/weft_gpu_misuse_test -n $NG > $L/misuse.log 2>&1
   echo "misuse rc=$?: $(tail -1 $L/misuse.log)"; grep -E "FAIL" $L/misuse.log | head -6
-  LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_misuse_test --observe > $L/misuse-nccl.log 2>&1
+  LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_misuse_test -n $NG --observe > $L/misuse-nccl.log 2>&1
   echo "misuse with NCCL (observed) rc=$?"; cat $L/misuse-nccl.log
 }
 
