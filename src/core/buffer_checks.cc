@@ -26,8 +26,8 @@ Status refuse(const std::string& sentence) {
 Status spanBytes(const char* fn, size_t count, size_t multiple, size_t typeBytes, size_t* bytes) {
   WEFT_CHECK_ARG(multiple > 0 && typeBytes > 0, "%s: internal: empty span", fn);
   WEFT_CHECK_ARG(count <= SIZE_MAX / multiple / typeBytes,
-                 "%s: count %zu x %zu x %zu bytes per element does not fit in a size_t; the count is wrong", fn,
-                 count, multiple, typeBytes);
+                 "%s: count %zu x %zu x %zu bytes per element does not fit in a size_t; the count is wrong", fn, count,
+                 multiple, typeBytes);
   *bytes = count * multiple * typeBytes;
   return ncclSuccess;
 }
@@ -38,15 +38,17 @@ std::string judgeBuffer(const char* fn, const UserBuffer& buffer, const runtime:
   switch (facts.kind) {
     case runtime::MemoryKind::kUnknownToDriver:
       if (context.capturing || context.pageableMemoryAccess) return "";
-      return util::formatText("%s: %s %p is not memory the GPU can reach: the driver does not know it (pageable host memory "
-                    "from malloc, new or the stack, a freed allocation, or a stray pointer). Pass memory from "
-                    "cudaMalloc or ncclMemAlloc, or pin host memory with cudaHostRegister",
-                    fn, buffer.name, buffer.ptr);
+      return util::formatText(
+          "%s: %s %p is not memory the GPU can reach: the driver does not know it (pageable host memory "
+          "from malloc, new or the stack, a freed allocation, or a stray pointer). Pass memory from "
+          "cudaMalloc or ncclMemAlloc, or pin host memory with cudaHostRegister",
+          fn, buffer.name, buffer.ptr);
     case runtime::MemoryKind::kDevice:
       if (facts.device != context.device) {
-        return util::formatText("%s: %s %p is memory of GPU %d, but this communicator (rank %d) runs on GPU %d; pass a buffer "
-                      "of GPU %d",
-                      fn, buffer.name, buffer.ptr, facts.device, context.rank, context.device, context.device);
+        return util::formatText(
+            "%s: %s %p is memory of GPU %d, but this communicator (rank %d) runs on GPU %d; pass a buffer "
+            "of GPU %d",
+            fn, buffer.name, buffer.ptr, facts.device, context.rank, context.device, context.device);
       }
       break;
     case runtime::MemoryKind::kManaged:
@@ -59,11 +61,12 @@ std::string judgeBuffer(const char* fn, const UserBuffer& buffer, const runtime:
   if (begin < facts.rangeBegin || begin >= rangeEnd) return "";  // the driver's range does not hold it: no verdict
   const size_t room = rangeEnd - begin;
   if (buffer.bytes <= room) return "";
-  return util::formatText("%s: %s %p lies %zu bytes into an allocation of %zu bytes, which leaves room for %zu bytes, but the "
-                "call accesses %zu bytes there; check the count and the datatype (the rest would %s a neighbouring "
-                "allocation)",
-                fn, buffer.name, buffer.ptr, (size_t)(begin - facts.rangeBegin), facts.rangeBytes, room, buffer.bytes,
-                buffer.name[0] == 's' ? "be read from" : "overwrite");
+  return util::formatText(
+      "%s: %s %p lies %zu bytes into an allocation of %zu bytes, which leaves room for %zu bytes, but the "
+      "call accesses %zu bytes there; check the count and the datatype (the rest would %s a neighbouring "
+      "allocation)",
+      fn, buffer.name, buffer.ptr, (size_t)(begin - facts.rangeBegin), facts.rangeBytes, room, buffer.bytes,
+      buffer.name[0] == 's' ? "be read from" : "overwrite");
 }
 
 std::string judgeOverlap(const char* fn, const CallBuffers& buffers) {
@@ -73,14 +76,15 @@ std::string judgeOverlap(const char* fn, const CallBuffers& buffers) {
   const uintptr_t sBegin = (uintptr_t)s.ptr;
   const uintptr_t rBegin = (uintptr_t)r.ptr;
   if (sBegin + s.bytes <= rBegin || rBegin + r.bytes <= sBegin) return "";
-  std::string head = util::formatText("%s: %s %p (%zu bytes) and %s %p (%zu bytes) overlap", fn, s.name, s.ptr, s.bytes, r.name,
-                            r.ptr, r.bytes);
+  std::string head = util::formatText("%s: %s %p (%zu bytes) and %s %p (%zu bytes) overlap", fn, s.name, s.ptr, s.bytes,
+                                      r.name, r.ptr, r.bytes);
   if (buffers.inPlaceRule == nullptr) {
     return head + ", and this call has no in-place form: the result would be wrong. Use separate buffers";
   }
-  return head + util::formatText(" without being in place (in place means %s): the result would be wrong. Use separate "
-                       "buffers or exactly that layout",
-                       buffers.inPlaceRule);
+  return head + util::formatText(
+                    " without being in place (in place means %s): the result would be wrong. Use separate "
+                    "buffers or exactly that layout",
+                    buffers.inPlaceRule);
 }
 
 Status checkCallBuffers(ncclComm* comm, const char* fn, runtime::Stream stream, const CallBuffers& buffers) {
@@ -102,8 +106,8 @@ Status checkCallBuffers(ncclComm* comm, const char* fn, runtime::Stream stream, 
         // Rare: only now the queries that may excuse it; the capture's first (nothing but capture-safe
         // calls while a stream is being captured).
         runtime::CaptureInfo capture;
-        context.capturing = !isError(runtime::streamCaptureInfo(stream, &capture)) &&
-                            capture.status != runtime::CaptureStatus::kNone;
+        context.capturing =
+            !isError(runtime::streamCaptureInfo(stream, &capture)) && capture.status != runtime::CaptureStatus::kNone;
         bool pageable = false;
         context.pageableMemoryAccess =
             !context.capturing && !isError(runtime::pageableMemoryAccess(comm->cudaDev, &pageable)) && pageable;

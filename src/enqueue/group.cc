@@ -184,8 +184,8 @@ Status enqueueTask(ncclComm* comm, const Task& task) {
     core::P2pSignature op;
     op.count = task.count;
     op.dataType = (uint8_t)task.dataType;
-    WEFT_TRY(core::noteP2pCall(comm, task.peer,
-                               task.kind == TaskKind::kSend ? core::P2pDirection::kSend : core::P2pDirection::kRecv, op));
+    WEFT_TRY(core::noteP2pCall(
+        comm, task.peer, task.kind == TaskKind::kSend ? core::P2pDirection::kSend : core::P2pDirection::kRecv, op));
   }
   if (tGroup.depth == 0) {
     comm->tasks.push_back(task);

@@ -103,7 +103,8 @@ void address(const uint8_t* data, size_t size) {
   // As text (NCCL_COMM_ID, NCCL_SOCKET_IFNAME-style settings), without name lookups.
   bootstrap::SocketAddress parsed;
   std::string reason;
-  if (bootstrap::SocketAddress::parse(std::string(reinterpret_cast<const char*>(data), size), &parsed, &reason, false)) {
+  if (bootstrap::SocketAddress::parse(std::string(reinterpret_cast<const char*>(data), size), &parsed, &reason,
+                                      false)) {
     require(parsed.valid(), "a parsed address is an address");
   }
   bootstrap::wire::WireAddress w;
@@ -113,7 +114,8 @@ void address(const uint8_t* data, size_t size) {
   std::string why;
   if (!bootstrap::wire::decodeAddress(w, &a, &why)) return;
   bootstrap::SocketAddress b;
-  require(bootstrap::wire::decodeAddress(bootstrap::wire::encodeAddress(a), &b, &why), "a decoded address encodes back");
+  require(bootstrap::wire::decodeAddress(bootstrap::wire::encodeAddress(a), &b, &why),
+          "a decoded address encodes back");
   require(a.toString() == b.toString(), "the address round-trips");
 }
 
@@ -207,7 +209,6 @@ void settings(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
-
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   WEFT_FUZZ_TARGET(data, size);

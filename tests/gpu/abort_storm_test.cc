@@ -16,6 +16,7 @@
 //   weft_gpu_abort_storm_test [-n ranks (2)] [-g gpus (1)] [-s seconds (60)] [--iterations N] [--seed S]
 // Uses only nccl.h. Ranks sharing a GPU need weft's NCCL_WEFT_ALLOW_GPU_SHARING=1 (set when -n > -g);
 // NCCL_RUNTIME_CONNECT=0 unless set (see main).
+#include <cuda_runtime.h>
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -32,15 +33,13 @@
 #include <thread>
 #include <vector>
 
-#include <cuda_runtime.h>
-
 #include "nccl.h"
 
 namespace {
 
-constexpr double kAbortLimitSeconds = 2;   // one ncclCommAbort, and the stream's drain after it
-constexpr size_t kMaxFloats = 1 << 20;     // the largest all_reduce of the storm (4 MiB)
-constexpr int kWarmIterations = 8;         // resources are measured after these
+constexpr double kAbortLimitSeconds = 2;  // one ncclCommAbort, and the stream's drain after it
+constexpr size_t kMaxFloats = 1 << 20;    // the largest all_reduce of the storm (4 MiB)
+constexpr int kWarmIterations = 8;        // resources are measured after these
 constexpr int kFdSlack = 4, kThreadSlack = 2;
 constexpr size_t kGpuMemorySlack = 256u << 20;
 constexpr int kModes = 4;
@@ -106,8 +105,8 @@ struct Options {
 struct Rank {
   Options opt;
   int rank = 0, dev = 0;
-  int toRoot = -1, fromRoot = -1;            // ranks > 0
-  std::vector<int> readyFrom, idTo;          // rank 0: one per other rank
+  int toRoot = -1, fromRoot = -1;    // ranks > 0
+  std::vector<int> readyFrom, idTo;  // rank 0: one per other rank
   std::mt19937 rng;
   cudaStream_t stream = nullptr;
   float* buf = nullptr;
@@ -125,8 +124,9 @@ struct Rank {
   // The lockstep: false when the storm is over.
   bool nextId(bool more, ncclUniqueId* id) {
     char ready = 1;
-    if (rank > 0) return writeAll(toRoot, &ready, 1) && readAll(fromRoot, id, sizeof(*id)) &&
-                         std::any_of(id->internal, id->internal + sizeof(id->internal), [](char c) { return c != 0; });
+    if (rank > 0)
+      return writeAll(toRoot, &ready, 1) && readAll(fromRoot, id, sizeof(*id)) &&
+             std::any_of(id->internal, id->internal + sizeof(id->internal), [](char c) { return c != 0; });
     for (int fd : readyFrom)
       if (!readAll(fd, &ready, 1)) return false;
     memset(id, 0, sizeof(*id));
@@ -145,7 +145,8 @@ struct Rank {
     for (int c = 0; c < calls; ++c) {
       const size_t count = (size_t)1 << std::uniform_int_distribution<int>(8, 20)(shared);
       stage("ncclAllReduce");
-    if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream) != ncclSuccess) return;  // may fail: a peer went
+      if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream) != ncclSuccess)
+        return;  // may fail: a peer went
     }
   }
 
@@ -169,7 +170,8 @@ struct Rank {
       q = cudaStreamQuery(stream);
     }
     worstDrain = std::max(worstDrain, now() - t0);
-    if (q != cudaSuccess) fail(iteration, mode, std::string("the stream did not drain after the abort: ") + cudaGetErrorString(q));
+    if (q != cudaSuccess)
+      fail(iteration, mode, std::string("the stream did not drain after the abort: ") + cudaGetErrorString(q));
   }
 
   void iterate(int iteration, const ncclUniqueId& id) {
@@ -182,13 +184,14 @@ struct Rank {
     stage("ncclCommInitRankConfig");
     ncclResult_t r = ncclCommInitRankConfig(&comm, opt.nranks, id, rank, &config);
     if (mode == 1) {
-      if (r != ncclSuccess && r != ncclInProgress) return fail(iteration, name, std::string("init: ") + ncclGetErrorString(r));
+      if (r != ncclSuccess && r != ncclInProgress)
+        return fail(iteration, name, std::string("init: ") + ncclGetErrorString(r));
       std::this_thread::sleep_for(std::chrono::milliseconds(uniform(0, 20)));
       return timedAbort(iteration, name, comm);
     }
     if (r != ncclSuccess) {  // every rank creates before any aborts in these modes
-      fail(iteration, name, std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r) + ": " +
-                                ncclGetLastError(nullptr));
+      fail(iteration, name,
+           std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r) + ": " + ncclGetLastError(nullptr));
       if (comm) timedAbort(iteration, name, comm);
       return;
     }
@@ -248,7 +251,8 @@ struct Rank {
   // A fresh communicator after the storm, checked.
   void finalCheck(const ncclUniqueId& id) {
     ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, opt.nranks, id, rank) != ncclSuccess) return fail(-1, "final", "ncclCommInitRank failed");
+    if (ncclCommInitRank(&comm, opt.nranks, id, rank) != ncclSuccess)
+      return fail(-1, "final", "ncclCommInitRank failed");
     std::vector<float> host(kMaxFloats, (float)(rank + 1));
     cudaMemcpyAsync(buf, host.data(), kMaxFloats * sizeof(float), cudaMemcpyHostToDevice, stream);
     ncclResult_t r = ncclAllReduce(buf, buf, kMaxFloats, ncclFloat, ncclSum, comm, stream);
@@ -263,7 +267,7 @@ struct Rank {
   int run() {
     gRank = rank;
     signal(SIGALRM, onAlarm);
-    signal(SIGPIPE, SIG_IGN);  // a rank that left early closed its pipe: a write then fails, no more
+    signal(SIGPIPE, SIG_IGN);           // a rank that left early closed its pipe: a write then fails, no more
     alarm((unsigned)opt.seconds + 30);  // a hang ends the process, naming where it was
     rng.seed(opt.seed + 7919u * (unsigned)rank);
     cudaSetDevice(dev);
@@ -304,16 +308,18 @@ struct Rank {
     stage("the final communicator");
     finalCheck(id);
     if (iteration > kWarmIterations) {
-      if (last.fds > warm.fds + kFdSlack) fail(-1, "usage", "open fds grew from " + std::to_string(warm.fds) + " to " + std::to_string(last.fds));
+      if (last.fds > warm.fds + kFdSlack)
+        fail(-1, "usage", "open fds grew from " + std::to_string(warm.fds) + " to " + std::to_string(last.fds));
       if (last.threads > warm.threads + kThreadSlack)
         fail(-1, "usage", "threads grew from " + std::to_string(warm.threads) + " to " + std::to_string(last.threads));
       if (last.freeGpu + kGpuMemorySlack < warm.freeGpu)
         fail(-1, "usage", "free GPU memory fell by " + std::to_string((warm.freeGpu - last.freeGpu) >> 20) + " MiB");
     }
-    std::printf("rank %d: %d iterations, %d aborts, worst abort %.1f ms, worst drain %.1f ms; fds %d -> %d, threads %d -> %d, "
-                "free GPU memory %zu -> %zu MiB; %s\n",
-                rank, iteration, aborts, worstAbort * 1e3, worstDrain * 1e3, warm.fds, last.fds, warm.threads, last.threads,
-                warm.freeGpu >> 20, last.freeGpu >> 20, failures ? "FAIL" : "PASS");
+    std::printf(
+        "rank %d: %d iterations, %d aborts, worst abort %.1f ms, worst drain %.1f ms; fds %d -> %d, threads %d -> %d, "
+        "free GPU memory %zu -> %zu MiB; %s\n",
+        rank, iteration, aborts, worstAbort * 1e3, worstDrain * 1e3, warm.fds, last.fds, warm.threads, last.threads,
+        warm.freeGpu >> 20, last.freeGpu >> 20, failures ? "FAIL" : "PASS");
     std::fflush(stdout);
     return failures ? 1 : 0;
   }
@@ -327,11 +333,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
-    if (a == "-n" && more) opt.nranks = atoi(argv[++i]);
-    else if (a == "-g" && more) opt.gpus = atoi(argv[++i]);
-    else if (a == "-s" && more) opt.seconds = atof(argv[++i]);
-    else if (a == "--iterations" && more) opt.iterations = atoi(argv[++i]);
-    else if (a == "--seed" && more) opt.seed = (unsigned)strtoul(argv[++i], nullptr, 0);
+    if (a == "-n" && more)
+      opt.nranks = atoi(argv[++i]);
+    else if (a == "-g" && more)
+      opt.gpus = atoi(argv[++i]);
+    else if (a == "-s" && more)
+      opt.seconds = atof(argv[++i]);
+    else if (a == "--iterations" && more)
+      opt.iterations = atoi(argv[++i]);
+    else if (a == "--seed" && more)
+      opt.seed = (unsigned)strtoul(argv[++i], nullptr, 0);
     else {
       std::fprintf(stderr, "usage: %s [-n ranks] [-g gpus] [-s seconds] [--iterations N] [--seed S]\n", argv[0]);
       return 2;

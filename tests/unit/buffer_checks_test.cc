@@ -64,7 +64,8 @@ TEST(BufferChecks, ABufferThatRunsPastItsAllocationIsRefusedWithTheNumbers) {
                           "leaves room for 4000 bytes, but the call accesses 4096 bytes there")) << s;
   EXPECT_TRUE(contains(s, "overwrite a neighbouring allocation")) << s;
   UserBuffer send{"sendbuff", at(0x10000), 4097};
-  EXPECT_TRUE(contains(judgeBuffer("ncclSend", send, device(0, 0x10000, 4096), onGpu(0)), "be read from")) << "one byte over";
+  EXPECT_TRUE(contains(judgeBuffer("ncclSend", send, device(0, 0x10000, 4096), onGpu(0)), "be read from"))
+      << "one byte over";
   // Pinned host and managed memory have allocations too.
   PointerFacts pinned = device(0, 0x10000, 4096);
   pinned.kind = MemoryKind::kHostPinned;

@@ -284,7 +284,8 @@ TEST(CallCheck, AlltoAllIsPublishedAsOneCallOfItsOwn) {
   ASSERT_EQ(noteCollectiveCall(&r0.comm, a2a), ncclSuccess);
   int x[8] = {};
   EXPECT_EQ(ncclAllGather(x + 4, x, 4, ncclInt32, &r1.comm, nullptr), ncclInvalidUsage);  // in place: rank 1's block
-  EXPECT_TRUE(contains(ncclGetLastError(&r1.comm), "rank 0 called ncclAlltoAll(count 4, ncclInt32) (the collective differs)"))
+  EXPECT_TRUE(
+      contains(ncclGetLastError(&r1.comm), "rank 0 called ncclAlltoAll(count 4, ncclInt32) (the collective differs)"))
       << ncclGetLastError(&r1.comm);
 }
 
