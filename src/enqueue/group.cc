@@ -90,7 +90,7 @@ Status groupStart() {
 
 // The group's aborts (every flag is raised by now): their communicators leave the group, with their
 // queued work and ledger marks, then go.
-void runAborts(GroupState* group) {
+static void runAborts(GroupState* group) {
   if (group->aborts.empty()) return;
   for (auto& [comm, destroy] : group->aborts) {
     comm->tasks.clear();
