@@ -9,7 +9,8 @@
 # Stages: correct (kernel harness, coll_sweep per forced algorithm/protocol and launch mode,
 # clients), latency (small all_reduce, one thread per GPU and CUDA graph; the tuner's picks), perf
 # (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), misuse (bad
-# buffers refused, unusual ones taken; NCCL observed with the same calls), storm (communicators
+# buffers refused, unusual ones taken; NCCL observed with the same calls), register (buffer
+# registration, NCCL observed; PyTorch's allocator hook), storm (communicators
 # aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
@@ -35,7 +36,7 @@ if [ -n "${PREBUILT:-}" ]; then
   B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
 else
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_register_test weft-perf weft_kernel_harness > $L/build.log 2>&1
   rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
 fi
 
@@ -72,6 +73,7 @@ sweeps_all() {
   clients
   stage_faults
   stage_misuse
+  stage_register
   STORM_S=20 stage_storm
 }
 
@@ -273,6 +275,18 @@ stage_misuse() {
   echo "misuse rc=$?: $(tail -1 $L/misuse.log)"; grep -E "FAIL" $L/misuse.log | head -6
   LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_misuse_test -n $NG --observe > $L/misuse-nccl.log 2>&1
   echo "misuse with NCCL (observed) rc=$?"; cat $L/misuse-nccl.log
+}
+
+# ncclCommRegister / ncclCommDeregister (tests/gpu/register_test.cc), NCCL observed; then PyTorch's
+# allocator hook registering its segments (torch_dist_test.py --register).
+stage_register() {
+  timeout 120 $B/tests/gpu/weft_gpu_register_test -n $NG > $L/register.log 2>&1
+  echo "register rc=$?: $(tail -1 $L/register.log)"; grep -E "FAIL" $L/register.log | head -6
+  LD_LIBRARY_PATH=$NCCL timeout 120 $B/tests/gpu/weft_gpu_register_test -n $NG --observe > $L/register-nccl.log 2>&1
+  echo "register with NCCL (observed) rc=$?"; cat $L/register-nccl.log
+  timeout 300 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft --register --world $NG \
+    > $L/torch-register.log 2>&1
+  echo "torch_dist_test --register rc=$?"; grep -E "PASS|FAIL" $L/torch-register.log | tail -8
 }
 
 # Communicators made and aborted at random moments (tests/gpu/abort_storm_test.cc), STORM_S seconds.

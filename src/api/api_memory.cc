@@ -1,6 +1,8 @@
 // ncclMemAlloc / ncclMemFree: device memory that NCCL can share with peers cheaply (cuMem with
 // POSIX fd handles, mapped for every P2P-capable device; cudaMalloc where cuMem is unusable).
+// ncclCommRegister / ncclCommDeregister: a communicator's registered buffers (core/comm_register.h).
 #include "api/export.h"
+#include "core/comm_register.h"
 #include "core/status.h"
 #include "runtime/mem_alloc.h"
 
@@ -20,5 +22,17 @@ WEFT_API(ncclResult_t, ncclMemFree, void* ptr) {
   return weft::api::guard("ncclMemFree", [&]() -> ncclResult_t {
     WEFT_TRY(weft::runtime::memFree(ptr));
     return ncclSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return weft::api::guard("ncclCommRegister", [&]() -> ncclResult_t {
+    return weft::core::registerBuffer(comm, buff, size, handle);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  return weft::api::guard("ncclCommDeregister", [&]() -> ncclResult_t {
+    return weft::core::deregisterBuffer(comm, handle);
   });
 }

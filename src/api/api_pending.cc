@@ -8,7 +8,5 @@ using weft::api::notImplemented;
 #define WEFT_PENDING(name, why, ...) \
   WEFT_API(ncclResult_t, name, __VA_ARGS__) { return notImplemented(#name, why); }
 
-WEFT_PENDING(ncclCommRegister, "buffer registration", const ncclComm_t comm, void* buff, size_t size, void** handle)
-WEFT_PENDING(ncclCommDeregister, "buffer registration", const ncclComm_t comm, void* handle)
 WEFT_PENDING(ncclCommWindowRegister, "symmetric windows", ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)
 WEFT_PENDING(ncclCommWindowDeregister, "symmetric windows", ncclComm_t comm, ncclWindow_t win)

@@ -8,13 +8,12 @@
 #include "util/format.h"
 
 namespace weft::core {
-namespace {
-
-// Read once: a pointer check costs a driver query per buffer on every call.
 bool pointerChecksOn() {
-  static const bool on = param::getInt("NCCL_CHECK_POINTERS", 1) != 0;
+  static const bool on = param::getInt("NCCL_CHECK_POINTERS", 1) != 0;  // read once: it is asked per call
   return on;
 }
+
+namespace {
 
 Status refuse(const std::string& sentence) {
   WEFT_WARN("%s", sentence.c_str());

@@ -56,6 +56,9 @@ std::string judgeBuffer(const char* fn, const UserBuffer& buffer, const runtime:
 // Pure: the sentence refusing an overlap of the two buffers, or "".
 std::string judgeOverlap(const char* fn, const CallBuffers& buffers);
 
+// NCCL_CHECK_POINTERS (weft's default 1): whether buffers are judged by the driver's facts.
+bool pointerChecksOn();
+
 // All of the above for one call; ncclInvalidArgument with the sentence as a WARN when refused.
 [[nodiscard]] Status checkCallBuffers(ncclComm* comm, const char* fn, runtime::Stream stream,
                                       const CallBuffers& buffers);

@@ -1,14 +1,18 @@
 #include "core/communicator.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
 #include "core/call_check.h"
 #include "core/op_ledger.h"
 #include "core/peer_info.h"
+#include "core/registrations.h"
 #include "transport/p2p/p2p_connections.h"
 
-ncclComm::ncclComm() = default;
+ncclComm::ncclComm()
+    : registrations(std::make_unique<weft::core::RegistrationTable>((size_t)sysconf(_SC_PAGESIZE))) {}
 ncclComm::~ncclComm() = default;
 
 void ncclComm::copyLastError(char* out, size_t bytes) const {

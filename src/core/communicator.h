@@ -29,6 +29,7 @@ struct PeerInfo;
 class CallChecker;
 class FindingWatch;
 class OpLedger;
+class RegistrationTable;
 }
 
 struct ncclComm {
@@ -143,6 +144,9 @@ struct ncclComm {
   std::unique_ptr<weft::core::CallChecker> callChecker;
   // What the other ranks of the host found wrong in the calls (made once the communicator is whole).
   std::unique_ptr<weft::core::FindingWatch> findings;
+
+  // ncclCommRegister's buffers (their handles and references; core/registrations.h).
+  std::unique_ptr<weft::core::RegistrationTable> registrations;
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }

@@ -40,27 +40,13 @@
 #include <cuda_runtime.h>
 
 #include "nccl.h"
+#include "one_thread_ranks.h"
 
 namespace {
 
 constexpr size_t kCount = 1 << 16;  // floats per buffer
 constexpr size_t kSlack = 64;       // floats past what a call needs in the refused scenarios' buffers
 constexpr int kChildAlarmSeconds = 60;
-
-#define CUDA_OK(x)                                                                          \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-      exit(3);                                                                              \
-    }                                                                                       \
-  } while (0)
-
-struct Rank {
-  ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  int device = 0;
-};
 
 struct Outcome {
   ncclResult_t call = ncclSuccess;
@@ -314,24 +300,7 @@ bool isRefusal(const std::string& name) {
 int runScenario(const std::string& name, int nranks, int gpus, bool observe) {
   alarm(kChildAlarmSeconds);
   std::vector<Rank> ranks(nranks);
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 3;
-  // Several ncclCommInitRank in one group: ranks may share a GPU (ncclCommInitAll refuses that).
-  ncclResult_t init = ncclGroupStart();
-  for (int r = 0; r < nranks; ++r) {
-    ranks[r].device = r % gpus;
-    CUDA_OK(cudaSetDevice(ranks[r].device));
-    if (init == ncclSuccess) init = ncclCommInitRank(&ranks[r].comm, nranks, id, r);
-  }
-  ncclResult_t end = ncclGroupEnd();
-  if (init != ncclSuccess || end != ncclSuccess) {
-    fprintf(stderr, "communicator creation failed: %s\n", ncclGetLastError(nullptr));
-    return 3;
-  }
-  for (Rank& r : ranks) {
-    CUDA_OK(cudaSetDevice(r.device));
-    CUDA_OK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
-  }
+  if (!makeOneThreadRanks(ranks, gpus)) return 3;
   const bool refusal = isRefusal(name);
   Outcome o = refusal ? refusedCall(name, ranks) : takenCall(name, ranks);
   const std::string last = ncclGetLastError(ranks[0].comm);

@@ -15,7 +15,9 @@ dladdr() of the process-global ncclCommInitRankConfig must name --lib, /proc/sel
 the launcher requires the NCCL_DEBUG=VERSION banner to mention "weft" when --expect-weft is given.
 
 Buffer registration: PyTorch calls ncclCommRegister only with TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1
-(default off) or an explicit NCCL memory pool; the launcher sets it to 0 explicitly.
+(default off) or an explicit NCCL memory pool; the launcher sets it to 0, or with --register to 1: then
+every segment of PyTorch's caching allocator is registered with each communicator and deregistered when
+freed, and (with --expect-weft) weft's NCCL_DEBUG_SUBSYS=REG lines must show registrations made.
 
 Usage:
   torch_dist_test.py --lib build/libnccl.so.2 --expect-weft      # weft
@@ -266,8 +268,10 @@ def run_once(args, init, world):
     env.update({
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world),
         "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
-        "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "0",
+        "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "1" if args.register else "0",
     })
+    if args.register:
+        env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "REG"})
     # The banner (NCCL_DEBUG=VERSION, also printed at INFO/TRACE) is part of the proof of the library.
     if env.get("NCCL_DEBUG", "").upper() not in ("VERSION", "INFO", "TRACE"):
         env["NCCL_DEBUG"] = "VERSION"
@@ -325,6 +329,10 @@ def run_once(args, init, world):
         ok = ok and weft_banner
     elif banners:
         print(f"  [{init}] banner: {banners[0]}")
+    if args.register and args.expect_weft:
+        made = sum(1 for _, l in lines if "ncclCommRegister: rank" in l and "-> handle" in l)
+        print(f"  [{init}] {'PASS' if made else 'FAIL'} buffers registered through the allocator hook: {made}")
+        ok = ok and made > 0
     print(f"  [{init}] children exited with {codes}")
     return ok
 
@@ -338,6 +346,8 @@ def main():
     ap.add_argument("--init", choices=["eager", "lazy", "both"], default="both")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--no-graph", action="store_true", help="skip the CUDA graph check")
+    ap.add_argument("--register", action="store_true",
+                    help="TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1: the allocator registers its segments")
     args = ap.parse_args()
     if args.child:
         return child_main(args)

@@ -1,0 +1,82 @@
+#include "core/comm_register.h"
+
+#include <cstdint>
+#include <string>
+
+#include "core/buffer_checks.h"
+#include "core/comm_checks.h"
+#include "core/communicator.h"
+#include "core/param.h"
+#include "core/registrations.h"
+#include "runtime/pointer_facts.h"
+
+namespace weft::core {
+namespace {
+
+constexpr const char* kRegister = "ncclCommRegister";
+
+// Refuses (ncclInvalidArgument, with the sentence) memory no collective could use.
+Status judgeRegistration(ncclComm* comm, void* buff, size_t size) {
+  if (!pointerChecksOn() || comm->cudaDev < 0) return ncclSuccess;  // no GPU: a test's stand-in communicator
+  runtime::PointerFacts facts;
+  if (isError(runtime::pointerFacts(buff, &facts))) return ncclSuccess;  // no verdict without the driver
+  BufferContext context;
+  context.device = comm->cudaDev;
+  context.rank = comm->rank;
+  if (facts.kind == runtime::MemoryKind::kUnknownToDriver) {
+    bool pageable = false;
+    context.pageableMemoryAccess = !isError(runtime::pageableMemoryAccess(comm->cudaDev, &pageable)) && pageable;
+  }
+  const std::string refusal = judgeBuffer(kRegister, {"buff", buff, size}, facts, context);
+  if (!refusal.empty()) {
+    WEFT_WARN("%s", refusal.c_str());
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+Status registerBuffer(ncclComm* comm, void* buff, size_t size, void** handle) {
+  WEFT_TRY(checkCommHandle(comm, kRegister));
+  WEFT_CHECK_ARG(handle != nullptr, "%s: argument 'handle' is NULL", kRegister);
+  *handle = nullptr;
+  if (size == 0) {
+    WEFT_INFO(log::kReg, "%s: rank %d: size 0, nothing to register (NULL handle)", kRegister, comm->rank);
+    return ncclSuccess;
+  }
+  WEFT_CHECK_ARG(buff != nullptr, "%s: argument 'buff' is NULL (size %zu)", kRegister, size);
+  const size_t pageBytes = comm->registrations->pageBytes();
+  WEFT_CHECK_ARG(size <= UINTPTR_MAX - pageBytes && (uintptr_t)buff <= UINTPTR_MAX - pageBytes - size,
+                 "%s: buff %p and size %zu run past the end of the address space; the size is wrong", kRegister, buff,
+                 size);
+  static const bool localRegister = param::getInt("NCCL_LOCAL_REGISTER", 1) != 0;
+  if (!localRegister) {
+    WEFT_INFO(log::kReg, "%s: NCCL_LOCAL_REGISTER=0: buff %p not registered (NULL handle)", kRegister, buff);
+    return ncclSuccess;
+  }
+  WEFT_TRY(judgeRegistration(comm, buff, size));
+  Registration kept;
+  *handle = comm->registrations->add((uintptr_t)buff, size, &kept);
+  WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes) -> handle %p, pages [%#zx, %#zx), %d reference(s)", kRegister,
+            comm->rank, buff, size, *handle, (size_t)kept.begin, (size_t)kept.end, kept.refs);
+  return ncclSuccess;
+}
+
+Status deregisterBuffer(ncclComm* comm, void* handle) {
+  WEFT_TRY(checkCommHandle(comm, "ncclCommDeregister"));
+  if (handle == nullptr) return ncclSuccess;  // what ncclCommRegister gives when it registers nothing
+  if (!comm->registrations->remove(handle)) {
+    WEFT_WARN(
+        "ncclCommDeregister: handle %p is not a registration of this communicator (rank %d): it was "
+        "deregistered as often as it was registered, made by another communicator, or never came from "
+        "ncclCommRegister",
+        handle, comm->rank);
+    return ncclInvalidUsage;
+  }
+  WEFT_INFO(log::kReg, "ncclCommDeregister: rank %d: handle %p released (%zu registration(s) left)", comm->rank, handle,
+            comm->registrations->size());
+  return ncclSuccess;
+}
+
+}  // namespace weft::core

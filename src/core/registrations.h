@@ -1,0 +1,48 @@
+// The buffers a communicator's user registered (ncclCommRegister / ncclCommDeregister), as NCCL
+// keeps them: ranges widened to whole host pages, sorted by start; a registration that lies inside
+// one already kept shares it (one more reference, the same handle), anything else gets a range of
+// its own. The handle is the kept range itself, so a deregistration finds it by address and never
+// follows a pointer it was not given by this table: a stale or foreign handle is refused.
+//
+// weft's data path does not use the registrations yet (no zero-copy from registered buffers; the
+// calls run through the connection buffers, as NCCL's do for any buffer it cannot register), so
+// what this table promises is NCCL's bookkeeping: handles, reference counts, and their release.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace weft::core {
+
+struct Registration {
+  uintptr_t begin = 0;  // page-aligned
+  uintptr_t end = 0;    // page-aligned, exclusive
+  int refs = 0;
+};
+
+class RegistrationTable {
+ public:
+  explicit RegistrationTable(size_t pageBytes);
+
+  // Registers [ptr, ptr + bytes); returns the handle. The caller checked bytes > 0 and that
+  // ptr + bytes + a page does not wrap around. `kept` (if not null) gets a copy of the range now.
+  void* add(uintptr_t ptr, size_t bytes, Registration* kept = nullptr);
+  // Drops one reference of `handle`; false when the table holds no such handle.
+  bool remove(const void* handle);
+  // A copy of the registration a handle names; false when the table holds no such handle.
+  bool find(const void* handle, Registration* out) const;
+  size_t size() const;
+  size_t pageBytes() const { return pageBytes_; }
+
+ private:
+  size_t indexOf(const void* handle) const;  // slots_.size() when absent; caller holds mutex_
+
+  const size_t pageBytes_;
+  mutable std::mutex mutex_;  // PyTorch's allocator hook registers from whichever thread allocates
+  std::vector<std::unique_ptr<Registration>> slots_;  // sorted by begin
+};
+
+}  // namespace weft::core
