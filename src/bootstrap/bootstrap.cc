@@ -98,8 +98,15 @@ Status Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nRanks, 
   Interface itf;
   WEFT_TRY(chooseInterface(&mine.root, &itf));
   WEFT_TRY(b->messenger_.listen(itf.address));
-  WEFT_TRY(b->rendezvous(infos, deadline));
-  auto met = std::chrono::steady_clock::now();
+  Status met = b->rendezvous(infos, deadline);
+  if (isError(met)) {
+    // A root of this process must not wait for this rank any more (a no-op for roots elsewhere).
+    for (const UniqueIdInfo& id : infos) {
+      Root::abandonDetached(id.jobKey, rank, aborted(abort) ? "aborted" : "its rendezvous failed");
+    }
+    return met;
+  }
+  auto metAt = std::chrono::steady_clock::now();
   Status s = b->exchangeAddresses(deadline);
   if (isError(s)) {
     b->spreadFailure({(rank + 1) % nRanks});
@@ -112,8 +119,8 @@ Status Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nRanks, 
   }
   auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
   WEFT_INFO(log::kBootstrap, "bootstrap: rank %d of %d listening on %s (%s); root rendezvous %.1f ms, address exchange %.1f ms",
-            rank, nRanks, b->messenger_.listenAddress().toString().c_str(), itf.name.c_str(), ms(start, met),
-            ms(met, std::chrono::steady_clock::now()));
+            rank, nRanks, b->messenger_.listenAddress().toString().c_str(), itf.name.c_str(), ms(start, metAt),
+            ms(metAt, std::chrono::steady_clock::now()));
   *out = std::move(b);
   return ncclSuccess;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,15 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::atomic<int> gDetachedRunning{0};
 constexpr int kReplySendMs = 2000;
+// How long a failed rendezvous keeps answering late ranks with its error before the root ends.
+constexpr int kFailedLingerMs = 10000;
+
+// The detached roots serving now, by job key (abandonDetached finds them there).
+std::mutex gDetachedMutex;
+std::unordered_map<uint64_t, Root*>& detachedRoots() {
+  static auto* roots = new std::unordered_map<uint64_t, Root*>();  // never freed: threads may outlive exit
+  return *roots;
+}
 }  // namespace
 
 struct Root::Conn {
@@ -84,6 +94,7 @@ class Root::Session {
   }
   Status failCode_ = ncclSuccess;
   std::string failText_;
+  util::Deadline linger_ = util::Deadline::never();  // set by the failure
 };
 
 int Root::Session::slotOf(int rank) const {
@@ -140,6 +151,7 @@ void Root::Session::fail(Status code, const std::string& text) {
   if (failCode_ != ncclSuccess) return;  // the first failure is the cause; later ones follow from it
   failCode_ = code;
   failText_ = "bootstrap root " + where_ + ": " + text;
+  linger_ = util::Deadline::afterMs(kFailedLingerMs);
   root_.errorText_ = failText_;
   WEFT_WARN("%s", failText_.c_str());
   for (auto& c : conns_) {
@@ -312,6 +324,7 @@ Status Root::Session::run() {
       fail(ncclSystemError, "stopped before the rendezvous completed (aborted)");
       return failCode_;
     }
+    if (root_.abandoned_.load(std::memory_order_acquire)) fail(ncclRemoteError, root_.abandonText_);
     fds.assign(1, pollfd{root_.listener_.get(), POLLIN, 0});
     for (auto& c : conns_) fds.push_back(pollfd{c->fd.get(), POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), deadline_.pollMs(kPollSliceMs));
@@ -328,7 +341,7 @@ Status Root::Session::run() {
       sendReplies();
       return ncclSuccess;
     }
-    if (failCode_ != ncclSuccess && expected_ > 0 && answered_ >= expected_) return failCode_;
+    if (failCode_ != ncclSuccess && ((expected_ > 0 && answered_ >= expected_) || linger_.expired())) return failCode_;
     if (started_ && deadline_.expired()) {
       std::vector<int> missing;
       for (int s = 0; s < expected_; ++s) {
@@ -394,11 +407,30 @@ Status Root::join() {
 
 void Root::launchDetached(std::unique_ptr<Root> root) {
   gDetachedRunning.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(gDetachedMutex);
+    detachedRoots()[root->jobKey_] = root.get();
+  }
   std::thread([r = std::move(root)]() mutable {
     (void)r->serve(nullptr);
+    {
+      std::lock_guard<std::mutex> lock(gDetachedMutex);
+      detachedRoots().erase(r->jobKey_);
+    }
     r.reset();
     gDetachedRunning.fetch_sub(1);
   }).detach();
+}
+
+void Root::abandonDetached(uint64_t jobKey, int rank, const std::string& why) {
+  std::lock_guard<std::mutex> lock(gDetachedMutex);
+  auto it = detachedRoots().find(jobKey);
+  if (it == detachedRoots().end()) return;
+  Root* root = it->second;
+  if (root->abandoned_.load(std::memory_order_relaxed)) return;
+  root->abandonText_ = "rank " + std::to_string(rank) + ", in the process running this root, gave up its creation (" +
+                       why + ") before the rendezvous completed";
+  root->abandoned_.store(true, std::memory_order_release);
 }
 
 int Root::detachedRunning() { return gDetachedRunning.load(); }

@@ -12,6 +12,8 @@
 // The root never trusts its input: strangers, stale jobs and malformed frames are logged and
 // dropped; inconsistent hellos (nranks differ, a rank twice, a rank of another root), a rank that
 // leaves before the end, and the deadline fail the rendezvous, and every waiting rank is told why.
+// A failed root answers ranks that arrive late with the same error for kFailedLingerMs more, then
+// ends (its thread and sockets are freed; a later rank finds nothing listening).
 #pragma once
 
 #include <atomic>
@@ -53,6 +55,11 @@ class Root {
   // serve() on a detached thread that owns the root (ncclGetUniqueId). The thread ends when the
   // rendezvous ends; if no rank ever arrives it waits forever, as NCCL's root does.
   static void launchDetached(std::unique_ptr<Root> root);
+  // A rank of this process gave up its rendezvous with the detached root of `jobKey` (its creation
+  // was aborted or failed): that root fails the rendezvous at once, telling the ranks that arrived
+  // why, instead of waiting NCCL_BOOTSTRAP_TIMEOUT for a rank that will not come. No-op when this
+  // process runs no such root.
+  static void abandonDetached(uint64_t jobKey, int rank, const std::string& why);
   // Detached roots still serving, for tests that must not fork while one runs.
   static int detachedRunning();
 
@@ -66,6 +73,8 @@ class Root {
   uint64_t jobKey_ = 0;
   int64_t timeoutSeconds_ = 0;
   std::atomic<bool> stopSelf_{false};
+  std::atomic<bool> abandoned_{false};  // abandonDetached: abandonText_ is set before it
+  std::string abandonText_;
   const std::atomic<bool>* stopOther_ = nullptr;
   std::thread thread_;
   Status threadResult_ = ncclSuccess;

@@ -41,6 +41,7 @@ constexpr double kAbortLimitSeconds = 2;  // one ncclCommAbort, and the stream's
 constexpr size_t kMaxFloats = 1 << 20;    // the largest all_reduce of the storm (4 MiB)
 constexpr int kWarmIterations = 8;        // resources are measured after these
 constexpr int kFdSlack = 4, kThreadSlack = 2;
+constexpr double kSettleSeconds = 15;  // longer than a failed root lingers (bootstrap/root.cc)
 constexpr size_t kGpuMemorySlack = 256u << 20;
 constexpr int kModes = 4;
 const char* kModeNames[kModes] = {"abort-busy", "abort-init", "group-abort", "thread-abort"};
@@ -268,7 +269,7 @@ struct Rank {
     gRank = rank;
     signal(SIGALRM, onAlarm);
     signal(SIGPIPE, SIG_IGN);           // a rank that left early closed its pipe: a write then fails, no more
-    alarm((unsigned)opt.seconds + 30);  // a hang ends the process, naming where it was
+    alarm((unsigned)opt.seconds + 60);  // a hang ends the process, naming where it was
     rng.seed(opt.seed + 7919u * (unsigned)rank);
     cudaSetDevice(dev);
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -296,7 +297,16 @@ struct Rank {
       if (iteration + 1 == kWarmIterations) warm = usage();
     }
     cudaDeviceSynchronize();
-    const Usage last = usage();
+    // A root whose rendezvous failed answers late ranks for a while before it ends (bootstrap/root.h:
+    // kFailedLingerMs, 10 s): resources released within that bound are not leaks.
+    const double settleFrom = now();
+    Usage last = usage();
+    while ((last.fds > warm.fds + kFdSlack || last.threads > warm.threads + kThreadSlack) &&
+           now() - settleFrom < kSettleSeconds) {
+      usleep(200 * 1000);
+      last = usage();
+    }
+    const double settled = now() - settleFrom;
     // The fresh communicator (rank 0 decides one more id for it).
     if (rank == 0) {
       ncclGetUniqueId(&id);
@@ -316,9 +326,10 @@ struct Rank {
         fail(-1, "usage", "free GPU memory fell by " + std::to_string((warm.freeGpu - last.freeGpu) >> 20) + " MiB");
     }
     std::printf(
-        "rank %d: %d iterations, %d aborts, worst abort %.1f ms, worst drain %.1f ms; fds %d -> %d, threads %d -> %d, "
-        "free GPU memory %zu -> %zu MiB; %s\n",
+        "rank %d: %d iterations, %d aborts, worst abort %.1f ms, worst drain %.1f ms; fds %d -> %d, threads %d -> %d "
+        "(settled in %.1f s), free GPU memory %zu -> %zu MiB; %s\n",
         rank, iteration, aborts, worstAbort * 1e3, worstDrain * 1e3, warm.fds, last.fds, warm.threads, last.threads,
+        settled,
         warm.freeGpu >> 20, last.freeGpu >> 20, failures ? "FAIL" : "PASS");
     std::fflush(stdout);
     return failures ? 1 : 0;

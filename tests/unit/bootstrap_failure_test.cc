@@ -272,6 +272,45 @@ TEST(BootstrapFailure, AbortFlagStopsInitQuickly) {
   EXPECT_NE(root.stopAndJoin(), ncclSuccess);
 }
 
+// A rank whose creation is aborted before it reaches the root that its own process runs (the
+// ncclGetUniqueId root): the root fails at once and tells the ranks that came, instead of holding
+// them (and its thread and sockets) for NCCL_BOOTSTRAP_TIMEOUT; it ends within its linger.
+TEST(BootstrapFailure, ARankThatGivesUpReleasesItsProcesssRoot) {
+  ForkedRanks ranks;
+  ranks.start({1}, [](int, const ncclUniqueId&) -> RankOutcome {
+    ncclUniqueId own;
+    WEFT_CHILD_TRY(createRootId(&own));  // a detached root in this process, as ncclGetUniqueId makes
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s1 = ncclSuccess;
+    std::string text1;
+    std::thread rank1([&] {
+      std::unique_ptr<Bootstrap> b;
+      s1 = Bootstrap::init(own, 1, 2, nullptr, &b);  // default 300 s deadline
+      text1 = log::lastErrorOfThread();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::atomic<bool> aborted{true};
+    std::unique_ptr<Bootstrap> b0;
+    WEFT_CHILD_CHECK(Bootstrap::init(own, 0, 2, &aborted, &b0) != ncclSuccess, "rank 0's aborted init succeeded");
+    rank1.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    WEFT_CHILD_CHECK(seconds < 3.0, "rank 1 waited " + std::to_string(seconds) + " s: " + text1);
+    for (int i = 0; i < 150 && Root::detachedRunning() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    WEFT_CHILD_CHECK(Root::detachedRunning() == 0, "the failed root still runs 15 s later");
+    return test::outcome(s1, text1);
+  });
+  ParentRoot unused(5);  // the child makes its own root; the harness still hands out an id
+  ranks.sendId(unused.id);
+  auto rs = ranks.wait(30000);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].outcome.status, ncclRemoteError) << test::describe(rs);
+  EXPECT_TRUE(contains(rs[0].outcome.text, "rank 0, in the process running this root, gave up its creation (aborted)"))
+      << rs[0].outcome.text;
+  EXPECT_NE(unused.stopAndJoin(), ncclSuccess);
+}
+
 TEST(BootstrapFailure, RecvTimesOutNamingThePeer) {
   ForkedRanks ranks;
   ranks.start({0, 1}, [](int rank, const ncclUniqueId& id) -> RankOutcome {
