@@ -10,8 +10,8 @@
 # clients), latency (small all_reduce, one thread per GPU and CUDA graph; the tuner's picks), perf
 # (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), misuse (bad
 # buffers refused, unusual ones taken; NCCL observed with the same calls), register (buffer
-# registration, NCCL observed; PyTorch's allocator hook), storm (communicators
-# aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
+# registration, NCCL observed; PyTorch's allocator hook), determinism (same bits each run and
+# rank), storm (communicators aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
@@ -36,7 +36,7 @@ if [ -n "${PREBUILT:-}" ]; then
   B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
 else
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_register_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_register_test weft_gpu_determinism_test weft-perf weft_kernel_harness > $L/build.log 2>&1
   rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
 fi
 
@@ -74,6 +74,7 @@ sweeps_all() {
   stage_faults
   stage_misuse
   stage_register
+  stage_determinism
   STORM_S=20 stage_storm
 }
 
@@ -287,6 +288,20 @@ stage_register() {
   timeout 300 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft --register --world $NG \
     > $L/torch-register.log 2>&1
   echo "torch_dist_test --register rc=$?"; grep -E "PASS|FAIL" $L/torch-register.log | tail -8
+}
+
+# The same bits every time, on every rank, after other calls and in graphs (tests/gpu/determinism_test.cc),
+# with the tuner's choices and each forced algorithm and protocol; NCCL observed where it can run (3+ GPUs).
+stage_determinism() {
+  local n=$(( NG > 2 ? NG : 3 ))  # 3 ranks at least: two cannot show an order
+  for e in "X=1" "NCCL_PROTO=LL" "NCCL_PROTO=LL128" "NCCL_ALGO=allreduce:tree" "NCCL_ALGO=allreduce:direct"; do
+    env $e timeout 200 $B/tests/gpu/weft_gpu_determinism_test -n $n > $L/determinism.log 2>&1
+    echo "determinism ($e) -n $n rc=$?: $(tail -1 $L/determinism.log)"; grep -E "FAIL|differs" $L/determinism.log | head -6
+  done
+  if [ "$NG" -gt 2 ]; then
+    LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_determinism_test -n $NG --observe > $L/determinism-nccl.log 2>&1
+    echo "determinism with NCCL (observed) rc=$?"; grep -E "differ" $L/determinism-nccl.log | head -8
+  fi
 }
 
 # Communicators made and aborted at random moments (tests/gpu/abort_storm_test.cc), STORM_S seconds.
