@@ -67,6 +67,13 @@ Status initRankConfig(ncclComm_t* newcomm, int nranks, const std::vector<ncclUni
   *newcomm = nullptr;
   WEFT_CHECK_ARG(nranks >= 1, "%s: nranks is %d; it must be at least 1", fn, nranks);
   WEFT_CHECK_ARG(rank >= 0 && rank < nranks, "%s: rank %d is out of range for nranks %d", fn, rank, nranks);
+  for (size_t i = 0; i < ids.size(); ++i) {  // before any GPU query: a garbled id is the caller's error
+    bootstrap::UniqueIdInfo info;
+    std::string why;
+    WEFT_CHECK_ARG(bootstrap::decodeUniqueId(ids[i], &info, &why),
+                   "%s: unique id %zu of %zu was not made by ncclGetUniqueId (or not passed on whole): %s", fn, i + 1,
+                   ids.size(), why.c_str());
+  }
   core::initOnce();
   core::CommConfig cfg;
   WEFT_TRY(core::parseConfig(config, fn, &cfg));

@@ -110,6 +110,9 @@ Status createPreMulSum(ncclComm* comm, ncclRedOp_t* op, void* scalar, int type, 
 
 Status destroyRedOp(ncclComm* comm, int op) {
   size_t index = (size_t)op - (size_t)ncclNumOps;
+  WEFT_CHECK_ARG(op < 0 || op >= (int)ncclNumOps,
+                 "ncclRedOpDestroy: op %d is a built-in reduction (ncclSum to ncclAvg); only operations made by "
+                 "ncclRedOpCreatePreMulSum are destroyed", op);
   WEFT_CHECK_ARG(op >= (int)ncclNumOps && index < comm->redOps.size() && comm->redOps[index].inUse,
                  "ncclRedOpDestroy: op %d was not created by ncclRedOpCreatePreMulSum on this communicator "
                  "(or is already destroyed)", op);
