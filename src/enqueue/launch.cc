@@ -225,6 +225,14 @@ Status prepare(ncclComm* comm, runtime::ScopedDevice* device, CommLaunches* out)
   runtime::Stream stream = out->streams[0];
   runtime::CaptureInfo capture;
   WEFT_TRY(runtime::streamCaptureInfo(stream, &capture));
+  if (capture.status == runtime::CaptureStatus::kInvalidated) {
+    // Said here, once, rather than as the CUDA error of whichever call meets the stream next.
+    WEFT_WARN("rank %d: the CUDA graph capture of stream %p was invalidated by an earlier operation on it (one "
+              "not allowed while capturing); none of this call's work was queued. End the capture "
+              "(cudaStreamEndCapture fails and gives no graph) and capture again: the communicator is unharmed",
+              comm->rank, (void*)stream);
+    return ncclInvalidUsage;
+  }
   out->capturing = capture.status == runtime::CaptureStatus::kActive;
   // Kernels of one communicator must not overlap: they share connections and step counters.
   // (A captured graph is ordered by its own edges; waiting on an event from outside is not allowed.)

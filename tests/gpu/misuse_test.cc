@@ -13,6 +13,9 @@
 //     overlap         all_reduce with recvbuff = sendbuff + 16 floats in one allocation
 //     overlap-a2a     all_to_all with overlapping buffers
 //     huge-count      all_gather with a count no allocation can hold
+//     capture-broken  every rank's stream is being captured into a CUDA graph, and an operation not
+//                     allowed while capturing (cudaMalloc in global mode) has invalidated the
+//                     capture: the call returns ncclInvalidUsage saying so (NCCL: a CUDA error)
 //   taken: every rank passes such memory; the call succeeds and the result is right:
 //     in-place        all_gather with sendbuff == recvbuff + rank * count
 //     pinned-host     cudaHostAlloc buffers        managed      cudaMallocManaged buffers
@@ -149,6 +152,21 @@ Outcome refusedCall(const std::string& name, std::vector<Rank>& ranks) {
     o.call = grouped(ranks, [&](int r) {
       return ncclAlltoAll(send[r], recv[r], kCount / n, ncclFloat, ranks[r].comm, ranks[r].stream);
     });
+  } else if (name == "capture-broken") {
+    for (Rank& r : ranks) {
+      CUDA_OK(cudaSetDevice(r.device));
+      CUDA_OK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeGlobal));
+      void* p = nullptr;
+      if (cudaMalloc(&p, 1024) == cudaSuccess) cudaFree(p);  // refused while capturing: the capture ends invalid
+    }
+    cudaGetLastError();
+    o.call = grouped(ranks, allReduce);
+    for (Rank& r : ranks) {
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaSetDevice(r.device));
+      if (cudaStreamEndCapture(r.stream, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();
   } else if (name == "huge-count") {
     o.call = grouped(ranks, [&](int r) {
       return ncclAllGather(send[r], recv[r], SIZE_MAX / 64 / n, ncclFloat, ranks[r].comm, ranks[r].stream);
@@ -279,14 +297,15 @@ Outcome takenCall(const std::string& name, std::vector<Rank>& ranks) {
   return o;
 }
 
-const std::vector<std::string> kRefused = {"host-send", "host-recv", "freed-send",  "short-recv",
-                                           "past-end",  "overlap",   "overlap-a2a", "huge-count"};
+const std::vector<std::string> kRefused = {"host-send", "host-recv",   "freed-send", "short-recv",    "past-end",
+                                           "overlap",   "overlap-a2a", "huge-count", "capture-broken"};
 const std::vector<std::string> kTaken = {"in-place", "pinned-host", "managed", "pool", "vmm-span", "graph-alloc"};
 
 // What rank 0's last error must say for each refusal.
 const char* expectedText(const std::string& name) {
   if (name == "host-send" || name == "host-recv" || name == "freed-send") return "not memory the GPU can reach";
   if (name == "short-recv" || name == "past-end" || name == "huge-count") return "leaves room for";
+  if (name == "capture-broken") return "capture of stream";
   return "overlap";
 }
 
@@ -317,7 +336,8 @@ int runScenario(const std::string& name, int nranks, int gpus, bool observe) {
   for (int r = 0; afterOk && r < nranks; ++r) afterOk = deviceHolds(ranks[r], b[r], kCount, 7, (float)nranks);
   bool pass;
   if (refusal) {
-    pass = o.call == ncclInvalidArgument && o.sync == cudaSuccess && last.find(expectedText(name)) != std::string::npos;
+    const ncclResult_t want = name == "capture-broken" ? ncclInvalidUsage : ncclInvalidArgument;
+    pass = o.call == want && o.sync == cudaSuccess && last.find(expectedText(name)) != std::string::npos;
   } else {
     pass = o.call == ncclSuccess && o.sync == cudaSuccess && o.dataOk == 1;
   }
