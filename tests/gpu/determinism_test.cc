@@ -8,11 +8,16 @@
 //   graph      the call captured in a CUDA graph and replayed: the same as eager
 //   offset     into an allocation 4 bytes further (another alignment): reported, not judged (the
 //              vector width may change; the order of the sum per element should not)
+//   shape      all_reduce: the same inputs as the first elements of a call 2.5 times longer: how many
+//              of them come out different (another size cuts other chunks, so a ring sums them in
+//              another order); judged with --shape-independent (e.g. NCCL_ALGO=allreduce:direct,
+//              whose every rank sums in rank order whatever the size)
+// Each case prints the hash of rank 0's output ("hash"), to compare runs under other settings.
 // Two ranks cannot show an order (a + b is b + a): use 3 or more; the test prints how many float32
 // elements of its inputs would sum differently in another order of the ranks.
 // One process, one thread, -n ranks (rank r on GPU r % GPUs; ranks sharing a GPU need weft's
 // NCCL_WEFT_ALLOW_GPU_SHARING=1, which the test sets).
-//   weft_gpu_determinism_test [-n ranks (3)] [-r repeats (10)] [--observe]
+//   weft_gpu_determinism_test [-n ranks (3)] [-r repeats (10)] [--shape-independent] [--observe]
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -48,6 +53,7 @@ const char* typeName(ncclDataType_t t) {
 size_t typeBytes(ncclDataType_t t) { return t == ncclFloat64 ? 8 : t == ncclFloat32 ? 4 : 2; }
 
 bool gObserve = false;
+bool gShapeIndependent = false;
 int gFailed = 0;
 
 struct Buffers {
@@ -62,7 +68,7 @@ uint64_t fnv(const std::vector<char>& bytes) {
 
 // Random values of many binades, built bit by bit so that every type holds them exactly.
 std::vector<char> inputBytes(const Case& c, size_t elements, int rank) {
-  std::mt19937_64 rng(1234567 + 7919 * (uint64_t)rank + elements);
+  std::mt19937_64 rng(1234567 + 7919 * (uint64_t)rank);  // a longer input starts with a shorter one
   std::vector<char> out(elements * typeBytes(c.type));
   for (size_t i = 0; i < elements; ++i) {
     const uint64_t bits = rng();
@@ -224,6 +230,29 @@ void check(const char* what, const std::string& name, bool pass, const std::stri
   if (!pass && !gObserve) ++gFailed;
 }
 
+// The elements of `c`'s output (rank 0) that differ from the same elements of a longer call whose
+// inputs begin with `c`'s.
+size_t shapeDifferences(const Case& c, std::vector<Rank>& ranks) {
+  std::vector<void*> owned;
+  Case longer = c;
+  longer.count = c.count * 5 / 2 + 3;
+  Buffers a = makeBuffers(c, ranks, 0, &owned);
+  Buffers b = makeBuffers(longer, ranks, 0, &owned);
+  bool ok = true;
+  (void)runOnce(c, ranks, a, &ok);
+  (void)runOnce(longer, ranks, b, &ok);
+  const size_t bytes = typeBytes(c.type);
+  std::vector<char> x(c.count * bytes), y(c.count * bytes);
+  CUDA_OK(cudaSetDevice(ranks[0].device));
+  CUDA_OK(cudaMemcpy(x.data(), a.recv[0], x.size(), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(y.data(), b.recv[0], y.size(), cudaMemcpyDeviceToHost));
+  freeAll(owned);
+  if (!ok) return SIZE_MAX;
+  size_t differ = 0;
+  for (size_t i = 0; i < c.count; ++i) differ += memcmp(&x[i * bytes], &y[i * bytes], bytes) != 0;
+  return differ;
+}
+
 void runCase(const Case& c, std::vector<Rank>& ranks, int repeats) {
   const int n = (int)ranks.size();
   char name[96];
@@ -239,6 +268,7 @@ void runCase(const Case& c, std::vector<Rank>& ranks, int repeats) {
   const std::vector<uint64_t> first = runOnce(c, ranks, b, &ok);
   int differing = 0;
   for (int i = 1; i < repeats && ok; ++i) differing += runOnce(c, ranks, b, &ok) != first;
+  printf("%-36s %-8s      %016llx\n", name, "hash", (unsigned long long)first[0]);
   check("repeat", name, ok && differing == 0,
         ok ? std::to_string(differing) + " of " + std::to_string(repeats - 1) + " repeats differ" : "a call failed");
   if (c.coll == Coll::kAllReduce) {
@@ -261,6 +291,16 @@ void runCase(const Case& c, std::vector<Rank>& ranks, int repeats) {
   freeAll(owned);
   Buffers shifted = makeBuffers(c, ranks, 4, &owned);
   const std::vector<uint64_t> moved = runOnce(c, ranks, shifted, &ok);
+  if (c.coll == Coll::kAllReduce) {
+    const size_t differ = shapeDifferences(c, ranks);
+    char text[128];
+    snprintf(text, sizeof(text), "%zu of %zu elements differ from a longer call's (%.1f%%)%s", differ, c.count,
+             100.0 * (double)differ / (double)c.count, gShapeIndependent ? "" : " (reported)");
+    if (gShapeIndependent)
+      check("shape", name, differ == 0, text);
+    else
+      printf("%-36s %-8s      %s\n", name, "shape", text);
+  }
   printf("%-36s %-8s      %s\n", name, "offset",
          moved == first ? "same at another alignment" : "differs at another alignment (reported)");
   freeAll(owned);
@@ -277,8 +317,10 @@ int main(int argc, char** argv) {
       nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-r") && i + 1 < argc)
       repeats = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--shape-independent"))
+      gShapeIndependent = true;
     else {
-      fprintf(stderr, "usage: %s [-n ranks] [-r repeats] [--observe]\n", argv[0]);
+      fprintf(stderr, "usage: %s [-n ranks] [-r repeats] [--shape-independent] [--observe]\n", argv[0]);
       return 2;
     }
   }
