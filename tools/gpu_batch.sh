@@ -298,6 +298,9 @@ stage_determinism() {
     env $e timeout 200 $B/tests/gpu/weft_gpu_determinism_test -n $n > $L/determinism.log 2>&1
     echo "determinism ($e) -n $n rc=$?: $(tail -1 $L/determinism.log)"; grep -E "FAIL|differs" $L/determinism.log | head -6
   done
+  NCCL_ALGO=allreduce:direct timeout 200 $B/tests/gpu/weft_gpu_determinism_test -n $n --shape-independent \
+    > $L/determinism-shape.log 2>&1
+  echo "determinism, Direct independent of the size: rc=$?: $(tail -1 $L/determinism-shape.log)"
   if [ "$NG" -gt 2 ]; then
     LD_LIBRARY_PATH=$NCCL timeout 200 $B/tests/gpu/weft_gpu_determinism_test -n $NG --observe > $L/determinism-nccl.log 2>&1
     echo "determinism with NCCL (observed) rc=$?"; grep -E "differ" $L/determinism-nccl.log | head -8
