@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <unordered_map>
@@ -146,7 +147,19 @@ Status Bootstrap::rendezvous(const std::vector<UniqueIdInfo>& ids, const util::D
     const UniqueIdInfo& id = ids[l.index];
     std::string where = id.root.toString();
     int err = 0;
-    Io io = connectBlocking(id.root, deadline, abort_, /*retry=*/true, &l.fd, &err);
+    Io io = Io::kTimedOut;
+    if (!id.rootStartedByRank) {
+      const util::Deadline knock = util::Deadline::earliest(deadline, util::Deadline::afterMs(kEndedRootRetryMs));
+      io = connectBlocking(id.root, knock, abort_, /*retry=*/true, &l.fd, &err);
+      if (io == Io::kTimedOut && err == ECONNREFUSED) {
+        return messenger_.fail(ncclSystemError,
+                               "root %s refuses connections: it has ended. A unique id serves one creation (its "
+                               "root ends once every rank has arrived), so an id used before must be replaced by a "
+                               "new ncclGetUniqueId; or the process that called ncclGetUniqueId has exited",
+                               where.c_str());
+      }
+    }
+    if (io == Io::kTimedOut) io = connectBlocking(id.root, deadline, abort_, /*retry=*/true, &l.fd, &err);
     if (io == Io::kAborted) return messenger_.fail(ncclSystemError, "rendezvous with root %s aborted", where.c_str());
     if (io == Io::kTimedOut || io == Io::kRefused) {
       return messenger_.fail(ncclSystemError,

@@ -20,6 +20,11 @@ constexpr size_t kMaxPendingConnections = 512;
 // How long a rank keeps waiting past its own deadline for the root's verdict, which names the
 // missing ranks (the root's clock starts with the first arrival, a moment later than ours).
 constexpr int kRootVerdictGraceMs = 1000;
+// How long a rank keeps knocking on a ncclGetUniqueId root that refuses connections. Such a root
+// listened before its id existed, so a refusal means it has ended (the id was used already, or its
+// process exited): the rank says so instead of retrying until NCCL_BOOTSTRAP_TIMEOUT. (A root that
+// rank 0 starts, NCCL_COMM_ID, may come up late: those are retried to the deadline.)
+constexpr int kEndedRootRetryMs = 2000;
 // Rejected connections are warned about this many times per endpoint, then logged at INFO.
 constexpr int kRejectWarnLimit = 5;
 

@@ -340,8 +340,9 @@ TEST(BootstrapFailure, RecvTimesOutNamingThePeer) {
   EXPECT_EQ(root.join(), ncclSuccess);
 }
 
-TEST(BootstrapFailure, UnreachableRootTimesOut) {
-  setenv("NCCL_BOOTSTRAP_TIMEOUT", "1", 1);
+// A ncclGetUniqueId root that refuses connections has ended (an id used twice, or its process
+// gone): said within kEndedRootRetryMs, not after NCCL_BOOTSTRAP_TIMEOUT (300 s here).
+TEST(BootstrapFailure, AnEndedRootIsNamedAtOnce) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   param::resetForTesting();
   UniqueIdInfo info;
@@ -357,9 +358,69 @@ TEST(BootstrapFailure, UnreachableRootTimesOut) {
   EXPECT_EQ(Bootstrap::init(id, 0, 2, nullptr, &b), ncclSystemError);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string text = log::lastErrorOfThread();
+  EXPECT_TRUE(contains(text, "refuses connections: it has ended") && contains(text, info.root.toString())) << text;
+  EXPECT_TRUE(contains(text, "new ncclGetUniqueId")) << text;
+  EXPECT_GT(s, 1.5);
+  EXPECT_LT(s, 4.0);
+  unsetenv("NCCL_SOCKET_IFNAME");
+  param::resetForTesting();
+}
+
+// The common mistake behind it: a unique id used for a second creation.
+TEST(BootstrapFailure, AUniqueIdUsedTwiceIsSaidToBeUsed) {
+  ForkedRanks ranks;
+  ranks.start({0}, [](int, const ncclUniqueId&) -> RankOutcome {
+    ncclUniqueId own;
+    WEFT_CHILD_TRY(createRootId(&own));
+    Status s1 = ncclSuccess;
+    std::thread rank1([&] {
+      std::unique_ptr<Bootstrap> b;
+      s1 = Bootstrap::init(own, 1, 2, nullptr, &b);
+    });
+    std::unique_ptr<Bootstrap> first;
+    WEFT_CHILD_TRY(Bootstrap::init(own, 0, 2, nullptr, &first));
+    rank1.join();
+    WEFT_CHILD_CHECK(s1 == ncclSuccess, "rank 1's first creation failed");
+    for (int i = 0; i < 50 && Root::detachedRunning() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<Bootstrap> again;
+    Status s = Bootstrap::init(own, 0, 2, nullptr, &again);  // the same id once more; default 300 s deadline
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    WEFT_CHILD_CHECK(seconds < 4.0, "the second use took " + std::to_string(seconds) + " s");
+    return test::outcome(s, log::lastErrorOfThread());
+  });
+  ParentRoot unused(5);
+  ranks.sendId(unused.id);
+  auto rs = ranks.wait(30000);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].outcome.status, ncclSystemError) << test::describe(rs);
+  EXPECT_TRUE(contains(rs[0].outcome.text, "refuses connections: it has ended")) << rs[0].outcome.text;
+  EXPECT_NE(unused.stopAndJoin(), ncclSuccess);
+}
+
+// A root that rank 0 starts (NCCL_COMM_ID) may come up after the others knock: they keep trying
+// until the deadline, then say that nothing accepted their connections.
+TEST(BootstrapFailure, ARootThatRankZeroStartsIsAwaitedToTheDeadline) {
+  setenv("NCCL_BOOTSTRAP_TIMEOUT", "3", 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  param::resetForTesting();
+  UniqueIdInfo info;
+  info.jobKey = 78;
+  info.rootStartedByRank = true;
+  {
+    Fd fd;
+    ASSERT_EQ(listenOn(SocketAddress::loopback(AF_INET), &fd, &info.root), ncclSuccess);
+  }
+  ncclUniqueId id;
+  encodeUniqueId(info, &id);
+  std::unique_ptr<Bootstrap> b;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Bootstrap::init(id, 1, 2, nullptr, &b), ncclSystemError);  // rank 1: it starts no root
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string text = log::lastErrorOfThread();
   EXPECT_TRUE(contains(text, "timed out") && contains(text, info.root.toString())) << text;
-  EXPECT_GT(s, 0.9);
-  EXPECT_LT(s, 3.0);
+  EXPECT_GT(s, 2.9);
+  EXPECT_LT(s, 5.0);
   unsetenv("NCCL_BOOTSTRAP_TIMEOUT");
   unsetenv("NCCL_SOCKET_IFNAME");
   param::resetForTesting();
