@@ -1,8 +1,18 @@
 #include "core/registrations.h"
 
-#include <algorithm>
+#include <atomic>
 
 namespace weft::core {
+namespace {
+
+// Handles are tokens, unique in the process and never reused: a stale handle (deregistered as
+// often as it was registered) or another communicator's can never name a live registration, as a
+// freed and reallocated pointer could. The tag makes them non-canonical addresses: a caller that
+// dereferences one faults at once instead of reading something.
+constexpr uint64_t kHandleTag = 0x7765ull << 48;  // "we"
+std::atomic<uint64_t> gNextHandle{1};
+
+}  // namespace
 
 RegistrationTable::RegistrationTable(size_t pageBytes) : pageBytes_(pageBytes == 0 ? 4096 : pageBytes) {}
 
@@ -12,26 +22,26 @@ void* RegistrationTable::add(uintptr_t ptr, size_t bytes, Registration* kept) {
   const uintptr_t end = (ptr + bytes + pageBytes_ - 1) & mask;
   std::lock_guard<std::mutex> lock(mutex_);
   size_t at = 0;
-  for (; at < slots_.size() && slots_[at]->begin <= begin; ++at) {
-    if (slots_[at]->end >= end) {
-      ++slots_[at]->refs;
-      if (kept != nullptr) *kept = *slots_[at];
-      return slots_[at].get();
+  for (; at < slots_.size() && slots_[at].begin <= begin; ++at) {
+    if (slots_[at].end >= end) {
+      ++slots_[at].refs;
+      if (kept != nullptr) *kept = slots_[at];
+      return (void*)(uintptr_t)slots_[at].handle;
     }
   }
-  auto fresh = std::make_unique<Registration>();
-  fresh->begin = begin;
-  fresh->end = end;
-  fresh->refs = 1;
-  if (kept != nullptr) *kept = *fresh;
-  void* handle = fresh.get();
-  slots_.insert(slots_.begin() + (ptrdiff_t)at, std::move(fresh));
-  return handle;
+  Registration fresh;
+  fresh.begin = begin;
+  fresh.end = end;
+  fresh.refs = 1;
+  fresh.handle = kHandleTag | gNextHandle.fetch_add(1, std::memory_order_relaxed);
+  if (kept != nullptr) *kept = fresh;
+  slots_.insert(slots_.begin() + (ptrdiff_t)at, fresh);
+  return (void*)(uintptr_t)fresh.handle;
 }
 
 size_t RegistrationTable::indexOf(const void* handle) const {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].get() == handle) return i;
+    if (slots_[i].handle == (uint64_t)(uintptr_t)handle) return i;
   }
   return slots_.size();
 }
@@ -40,7 +50,7 @@ bool RegistrationTable::remove(const void* handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t i = indexOf(handle);
   if (i == slots_.size()) return false;
-  if (--slots_[i]->refs == 0) slots_.erase(slots_.begin() + (ptrdiff_t)i);
+  if (--slots_[i].refs == 0) slots_.erase(slots_.begin() + (ptrdiff_t)i);
   return true;
 }
 
@@ -48,7 +58,7 @@ bool RegistrationTable::find(const void* handle, Registration* out) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t i = indexOf(handle);
   if (i == slots_.size()) return false;
-  *out = *slots_[i];
+  *out = slots_[i];
   return true;
 }
 

@@ -1,8 +1,8 @@
 // The buffers a communicator's user registered (ncclCommRegister / ncclCommDeregister), as NCCL
 // keeps them: ranges widened to whole host pages, sorted by start; a registration that lies inside
 // one already kept shares it (one more reference, the same handle), anything else gets a range of
-// its own. The handle is the kept range itself, so a deregistration finds it by address and never
-// follows a pointer it was not given by this table: a stale or foreign handle is refused.
+// its own. A handle is a token unique in the process and never reused (not a pointer): a stale or
+// another communicator's handle is refused, never followed.
 //
 // weft's data path does not use the registrations yet (no zero-copy from registered buffers; the
 // calls run through the connection buffers, as NCCL's do for any buffer it cannot register), so
@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -21,6 +20,7 @@ struct Registration {
   uintptr_t begin = 0;  // page-aligned
   uintptr_t end = 0;    // page-aligned, exclusive
   int refs = 0;
+  uint64_t handle = 0;  // the token ncclCommRegister gave
 };
 
 class RegistrationTable {
@@ -42,7 +42,7 @@ class RegistrationTable {
 
   const size_t pageBytes_;
   mutable std::mutex mutex_;  // PyTorch's allocator hook registers from whichever thread allocates
-  std::vector<std::unique_ptr<Registration>> slots_;  // sorted by begin
+  std::vector<Registration> slots_;  // sorted by begin
 };
 
 }  // namespace weft::core

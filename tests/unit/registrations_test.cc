@@ -69,6 +69,10 @@ TEST(Registrations, EachReferenceIsDroppedOnceThenTheHandleIsRefused) {
   int local = 0;
   EXPECT_FALSE(table.remove(&local)) << "never a handle of this table: not followed";
   EXPECT_EQ(table.size(), 0u);
+  void* again = table.add(0x100000, kPage);
+  EXPECT_NE(again, h) << "a handle is never given twice, so a stale one cannot name a new registration";
+  EXPECT_FALSE(table.remove(h));
+  EXPECT_TRUE(table.remove(again));
 }
 
 TEST(Registrations, ThreadsRegisteringAtOnceKeepTheCountsRight) {
