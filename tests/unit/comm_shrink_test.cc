@@ -122,8 +122,8 @@ RankOutcome survivorsAfterAFailure(int rank, const ncclUniqueId& id) {
   WEFT_CHILD_TRY(bootstrap::Bootstrap::init(id, rank, 4, &abortFlag, &b));
   if (rank == 3) {
     test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "1");
-    char byte = 0;
-    const Status s = b->allGather(&byte, 1);
+    char bytes[4] = {};  // one byte per rank (ASan found this test passing a single byte)
+    const Status s = b->allGather(bytes, 1);
     return test::outcome(s == ncclSuccess ? ncclInternalError : ncclSuccess, "rank 3 gave up as planned");
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // rank 3 has given up and exited
