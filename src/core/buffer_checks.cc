@@ -86,36 +86,35 @@ std::string judgeOverlap(const char* fn, const CallBuffers& buffers) {
                     buffers.inPlaceRule);
 }
 
+Status checkPointer(ncclComm* comm, const char* fn, const UserBuffer& buffer, runtime::Stream stream) {
+  if (!pointerChecksOn() || comm->cudaDev < 0 || buffer.bytes == 0 || buffer.ptr == nullptr) {
+    return ncclSuccess;  // (cudaDev < 0: no GPU, a test's stand-in communicator)
+  }
+  runtime::PointerFacts facts;
+  if (isError(runtime::pointerFacts(buffer.ptr, &facts))) return ncclSuccess;  // no verdict without the driver
+  BufferContext context;
+  context.device = comm->cudaDev;
+  context.rank = comm->rank;
+  if (facts.kind == runtime::MemoryKind::kUnknownToDriver) {
+    // Rare: only now the queries that may excuse it; the capture's first (nothing but capture-safe
+    // calls while a stream is being captured).
+    runtime::CaptureInfo capture;
+    context.capturing = stream != nullptr && !isError(runtime::streamCaptureInfo(stream, &capture)) &&
+                        capture.status != runtime::CaptureStatus::kNone;
+    bool pageable = false;
+    context.pageableMemoryAccess =
+        !context.capturing && !isError(runtime::pageableMemoryAccess(comm->cudaDev, &pageable)) && pageable;
+  }
+  const std::string refusal = judgeBuffer(fn, buffer, facts, context);
+  return refusal.empty() ? ncclSuccess : refuse(refusal);
+}
+
 Status checkCallBuffers(ncclComm* comm, const char* fn, runtime::Stream stream, const CallBuffers& buffers) {
   // The pointers first: a buffer that runs past its allocation may also reach into the other one,
   // and running past is the truer sentence.
-  if (pointerChecksOn() && comm->cudaDev >= 0) {  // no GPU: a test's stand-in communicator
-    BufferContext context;
-    context.device = comm->cudaDev;
-    context.rank = comm->rank;
-    bool contextComplete = false;
-    for (const UserBuffer* buffer : {&buffers.send, &buffers.recv}) {
-      if (buffer->bytes == 0 || buffer->ptr == nullptr) continue;
-      if (buffer == &buffers.recv && buffers.recv.ptr == buffers.send.ptr && buffers.send.bytes >= buffer->bytes) {
-        continue;  // in place: judged as the send buffer
-      }
-      runtime::PointerFacts facts;
-      if (isError(runtime::pointerFacts(buffer->ptr, &facts))) break;  // no verdict without the driver
-      if (facts.kind == runtime::MemoryKind::kUnknownToDriver && !contextComplete) {
-        // Rare: only now the queries that may excuse it; the capture's first (nothing but capture-safe
-        // calls while a stream is being captured).
-        runtime::CaptureInfo capture;
-        context.capturing =
-            !isError(runtime::streamCaptureInfo(stream, &capture)) && capture.status != runtime::CaptureStatus::kNone;
-        bool pageable = false;
-        context.pageableMemoryAccess =
-            !context.capturing && !isError(runtime::pageableMemoryAccess(comm->cudaDev, &pageable)) && pageable;
-        contextComplete = true;
-      }
-      std::string refusal = judgeBuffer(fn, *buffer, facts, context);
-      if (!refusal.empty()) return refuse(refusal);
-    }
-  }
+  WEFT_TRY(checkPointer(comm, fn, buffers.send, stream));
+  const bool inPlace = buffers.recv.ptr == buffers.send.ptr && buffers.send.bytes >= buffers.recv.bytes;
+  if (!inPlace) WEFT_TRY(checkPointer(comm, fn, buffers.recv, stream));  // in place: judged as the send buffer
   std::string refusal = judgeOverlap(fn, buffers);
   if (!refusal.empty()) return refuse(refusal);
   return ncclSuccess;

@@ -59,6 +59,11 @@ std::string judgeOverlap(const char* fn, const CallBuffers& buffers);
 // NCCL_CHECK_POINTERS (weft's default 1): whether buffers are judged by the driver's facts.
 bool pointerChecksOn();
 
+// One buffer judged by the driver's facts (judgeBuffer); ncclInvalidArgument with the sentence as
+// a WARN when refused. `stream` (may be null) is the call's: memory unknown to the driver passes
+// while it is being captured.
+[[nodiscard]] Status checkPointer(ncclComm* comm, const char* fn, const UserBuffer& buffer, runtime::Stream stream);
+
 // All of the above for one call; ncclInvalidArgument with the sentence as a WARN when refused.
 [[nodiscard]] Status checkCallBuffers(ncclComm* comm, const char* fn, runtime::Stream stream,
                                       const CallBuffers& buffers);

@@ -1,39 +1,17 @@
 #include "core/comm_register.h"
 
 #include <cstdint>
-#include <string>
 
 #include "core/buffer_checks.h"
 #include "core/comm_checks.h"
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/registrations.h"
-#include "runtime/pointer_facts.h"
 
 namespace weft::core {
 namespace {
 
 constexpr const char* kRegister = "ncclCommRegister";
-
-// Refuses (ncclInvalidArgument, with the sentence) memory no collective could use.
-Status judgeRegistration(ncclComm* comm, void* buff, size_t size) {
-  if (!pointerChecksOn() || comm->cudaDev < 0) return ncclSuccess;  // no GPU: a test's stand-in communicator
-  runtime::PointerFacts facts;
-  if (isError(runtime::pointerFacts(buff, &facts))) return ncclSuccess;  // no verdict without the driver
-  BufferContext context;
-  context.device = comm->cudaDev;
-  context.rank = comm->rank;
-  if (facts.kind == runtime::MemoryKind::kUnknownToDriver) {
-    bool pageable = false;
-    context.pageableMemoryAccess = !isError(runtime::pageableMemoryAccess(comm->cudaDev, &pageable)) && pageable;
-  }
-  const std::string refusal = judgeBuffer(kRegister, {"buff", buff, size}, facts, context);
-  if (!refusal.empty()) {
-    WEFT_WARN("%s", refusal.c_str());
-    return ncclInvalidArgument;
-  }
-  return ncclSuccess;
-}
 
 }  // namespace
 
@@ -55,7 +33,7 @@ Status registerBuffer(ncclComm* comm, void* buff, size_t size, void** handle) {
     WEFT_INFO(log::kReg, "%s: NCCL_LOCAL_REGISTER=0: buff %p not registered (NULL handle)", kRegister, buff);
     return ncclSuccess;
   }
-  WEFT_TRY(judgeRegistration(comm, buff, size));
+  WEFT_TRY(checkPointer(comm, kRegister, {"buff", buff, size}, nullptr));  // memory no collective could use
   Registration kept;
   *handle = comm->registrations->add((uintptr_t)buff, size, &kept);
   WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes) -> handle %p, pages [%#zx, %#zx), %d reference(s)", kRegister,
