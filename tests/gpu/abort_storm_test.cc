@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "fd_io.h"
 #include "nccl.h"
 
 namespace {
@@ -71,28 +72,6 @@ int countEntries(const char* dir, const char* prefix = "") {
   }
   closedir(d);
   return n;
-}
-
-bool readAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t k = read(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
-bool writeAll(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t k = write(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= (size_t)k;
-  }
-  return true;
 }
 
 struct Options {

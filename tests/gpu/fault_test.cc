@@ -52,6 +52,7 @@
 
 #include <cuda_runtime.h>
 
+#include "fd_io.h"
 #include "nccl.h"
 
 namespace {
@@ -107,17 +108,6 @@ struct Rank {
 };
 
 std::string text(ncclResult_t r) { return ncclGetErrorString(r); }
-
-bool readAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t k = read(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
 
 // Fills `buf` with value, runs the all_reduce on `comm` and checks every element against the sum
 // over the ranks of (rank + 1).
