@@ -90,18 +90,22 @@ std::vector<char> inputBytes(const Case& c, size_t elements, int rank) {
 
 size_t inputElements(const Case& c, int n) { return c.coll == Coll::kReduceScatter ? c.count * n : c.count; }
 
+// Rank r's call of the case, on its stream.
+ncclResult_t callOf(const Case& c, const Rank& rank, Buffers& b, size_t r) {
+  if (c.coll == Coll::kAllReduce) {
+    return ncclAllReduce(b.send[r], b.recv[r], c.count, c.type, c.op, rank.comm, rank.stream);
+  }
+  if (c.coll == Coll::kReduceScatter) {
+    return ncclReduceScatter(b.send[r], b.recv[r], c.count, c.type, c.op, rank.comm, rank.stream);
+  }
+  return ncclReduce(b.send[r], b.recv[r], c.count, c.type, c.op, 0, rank.comm, rank.stream);
+}
+
 ncclResult_t issue(const Case& c, std::vector<Rank>& ranks, Buffers& b) {
   ncclResult_t first = ncclGroupStart();
   for (size_t r = 0; r < ranks.size() && first == ncclSuccess; ++r) {
-    cudaStream_t s = ranks[r].stream;
     CUDA_OK(cudaSetDevice(ranks[r].device));
-    if (c.coll == Coll::kAllReduce) {
-      first = ncclAllReduce(b.send[r], b.recv[r], c.count, c.type, c.op, ranks[r].comm, s);
-    } else if (c.coll == Coll::kReduceScatter) {
-      first = ncclReduceScatter(b.send[r], b.recv[r], c.count, c.type, c.op, ranks[r].comm, s);
-    } else {
-      first = ncclReduce(b.send[r], b.recv[r], c.count, c.type, c.op, 0, ranks[r].comm, s);
-    }
+    first = callOf(c, ranks[r], b, r);
   }
   ncclResult_t end = ncclGroupEnd();
   return first != ncclSuccess ? first : end;
@@ -163,13 +167,7 @@ std::vector<uint64_t> runInGraph(const Case& c, std::vector<Rank>& ranks, Buffer
       cudaStream_t s = ranks[r].stream;
       cudaGraph_t graph;
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      if (c.coll == Coll::kAllReduce) {
-        results[r] = ncclAllReduce(b.send[r], b.recv[r], c.count, c.type, c.op, ranks[r].comm, s);
-      } else if (c.coll == Coll::kReduceScatter) {
-        results[r] = ncclReduceScatter(b.send[r], b.recv[r], c.count, c.type, c.op, ranks[r].comm, s);
-      } else {
-        results[r] = ncclReduce(b.send[r], b.recv[r], c.count, c.type, c.op, 0, ranks[r].comm, s);
-      }
+      results[r] = callOf(c, ranks[r], b, (size_t)r);
       CUDA_OK(cudaStreamEndCapture(s, &graph));
       CUDA_OK(cudaGraphInstantiate(&execs[r], graph, 0));
       CUDA_OK(cudaGraphDestroy(graph));

@@ -56,7 +56,6 @@ TEST(ErrorCatalogue, EveryMisuseHasItsCodeAndSentence) {
   bootstrap::encodeUniqueId(info, &someId);
   int n = 0;
   float buf[64] = {};
-  void* handle = nullptr;
   ncclComm_t out = nullptr;
   ncclRedOp_t op;
   const auto badType = (ncclDataType_t)99;
@@ -125,7 +124,6 @@ TEST(ErrorCatalogue, EveryMisuseHasItsCodeAndSentence) {
       {"window register: not built", "ncclCommWindowRegister",
        [&] { return ncclCommWindowRegister(&comm, buf, 64, nullptr, 0); }},
   };
-  (void)handle;
 
   std::ostringstream catalogue;
   std::set<std::string> sentences;
