@@ -36,6 +36,7 @@ void* RegistrationTable::add(uintptr_t ptr, size_t bytes, Registration* kept) {
   fresh.handle = kHandleTag | gNextHandle.fetch_add(1, std::memory_order_relaxed);
   if (kept != nullptr) *kept = fresh;
   slots_.insert(slots_.begin() + (ptrdiff_t)at, fresh);
+  count_.store(slots_.size(), std::memory_order_relaxed);
   return (void*)(uintptr_t)fresh.handle;
 }
 
@@ -46,12 +47,27 @@ size_t RegistrationTable::indexOf(const void* handle) const {
   return slots_.size();
 }
 
-bool RegistrationTable::remove(const void* handle) {
+bool RegistrationTable::remove(const void* handle, bool* released) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t i = indexOf(handle);
   if (i == slots_.size()) return false;
-  if (--slots_[i].refs == 0) slots_.erase(slots_.begin() + (ptrdiff_t)i);
+  const bool last = --slots_[i].refs == 0;
+  if (last) slots_.erase(slots_.begin() + (ptrdiff_t)i);
+  count_.store(slots_.size(), std::memory_order_relaxed);
+  if (released != nullptr) *released = last;
   return true;
+}
+
+bool RegistrationTable::findRange(uintptr_t ptr, size_t bytes, Registration* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Sorted by begin: candidates are the slots that begin at or before ptr; ranges may overlap.
+  for (size_t i = 0; i < slots_.size() && slots_[i].begin <= ptr; ++i) {
+    if (slots_[i].end >= ptr && slots_[i].end - ptr >= bytes) {
+      *out = slots_[i];
+      return true;
+    }
+  }
+  return false;
 }
 
 bool RegistrationTable::find(const void* handle, Registration* out) const {

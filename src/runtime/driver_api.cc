@@ -60,6 +60,7 @@ Status resolveAll(DriverApi* api, char* error, size_t bytes) {
   WEFT_RESOLVE(cuMemSetAccess, 10020);
   WEFT_RESOLVE(cuMemGetAllocationGranularity, 10020);
   WEFT_RESOLVE(cuMemExportToShareableHandle, 10020);
+  WEFT_RESOLVE(cuMemRetainAllocationHandle, 11000);
   WEFT_RESOLVE(cuMemImportFromShareableHandle, 10020);
 #undef WEFT_RESOLVE
   return ncclSuccess;

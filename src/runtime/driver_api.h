@@ -29,6 +29,7 @@ struct DriverApi {
   PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity = nullptr;
   PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle = nullptr;
   PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle = nullptr;
+  PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle = nullptr;
 };
 
 // The resolved table. Resolution runs once; a failure (no driver, driver too old) is remembered and

@@ -3,6 +3,7 @@
 #include "runtime/gpu_api.h"
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "core/log.h"
 #include "runtime/cuda_check.h"
 #include "runtime/gpu.h"
+#include "runtime/pointer_facts.h"
 #if WEFT_RUNTIME_CUMEM
 #include "runtime/cumem.h"
 #include "runtime/driver_api.h"
@@ -39,6 +41,59 @@ Status exportMem(const ShareableAlloc& alloc, size_t offset, size_t bytes, IpcMe
   d.localId = alloc.localId();
   if (alloc.kind() == MemKind::kLegacyCudaIpc) d.legacy = alloc.legacyHandle();
   *out = d;
+  return ncclSuccess;
+}
+
+Status exportUserMem(const void* anchor, uintptr_t begin, uintptr_t end, UserMemExport* out) {
+  WEFT_CHECK_ARG(anchor != nullptr && begin <= (uintptr_t)anchor && (uintptr_t)anchor < end && out != nullptr,
+                 "exportUserMem: bad arguments (anchor %p, range [%#zx, %#zx))", anchor, (size_t)begin, (size_t)end);
+  *out = UserMemExport();
+  PointerFacts facts;
+  WEFT_TRY(pointerFacts(anchor, &facts));
+  if (facts.kind != MemoryKind::kDevice || facts.rangeBytes == 0) {
+    out->why = "it is not device memory whose allocation the driver knows";
+    return ncclSuccess;
+  }
+  out->begin = std::max(begin, facts.rangeBegin);
+  out->bytes = std::min(end, facts.rangeBegin + facts.rangeBytes) - out->begin;
+  IpcMemDesc& d = out->desc;
+  std::memset(&d, 0, sizeof(d));
+  d.magic = kIpcMemDescMagic;
+  d.allocBytes = facts.rangeBytes;
+  d.offset = out->begin - facts.rangeBegin;
+  d.bytes = out->bytes;
+  d.ownerPid = (int32_t)getpid();
+  d.ownerDevice = facts.device;
+#if WEFT_RUNTIME_CUMEM
+  const DriverApi* api = nullptr;
+  WEFT_TRY(driverApi(&api));
+  CUmemGenericAllocationHandle handle = 0;
+  if (api->cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(facts.rangeBegin)) == CUDA_SUCCESS) {
+    // cuMem memory. A reservation holding several allocations (expandable segments) exports its
+    // first one only, which the importer then fails to map over the whole range: it says so and
+    // the transfers go through the connection buffers.
+    int raw = -1;
+    CUresult e = api->cuMemExportToShareableHandle(&raw, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    (void)api->cuMemRelease(handle);  // the retain's reference; the allocation lives on with its owner
+    if (e != CUDA_SUCCESS) {
+      out->why = "it is cuMem memory made without POSIX file descriptor handles";
+      return ncclSuccess;
+    }
+    out->fd.reset(raw);
+    d.kind = (uint32_t)MemKind::kCuMemFd;
+    out->shareable = true;
+    return ncclSuccess;
+  }
+#endif
+  cudaIpcMemHandle_t h;
+  if (cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(facts.rangeBegin)) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it so that no later call reports it
+    out->why = "the driver gives no IPC handle for it (a pool allocation?)";
+    return ncclSuccess;
+  }
+  d.kind = (uint32_t)MemKind::kLegacyCudaIpc;
+  std::memcpy(d.legacy.bytes, &h, sizeof(h));
+  out->shareable = true;
   return ncclSuccess;
 }
 

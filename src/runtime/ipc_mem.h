@@ -46,6 +46,21 @@ static_assert(sizeof(IpcMemDesc) == 112, "IpcMemDesc layout is part of the wire 
 // Describes [offset, offset + bytes) of `alloc` for another process. Unused bytes are zero.
 [[nodiscard]] Status exportMem(const ShareableAlloc& alloc, size_t offset, size_t bytes, IpcMemDesc* out);
 
+// User memory (a registered buffer) described for another process.
+struct UserMemExport {
+  bool shareable = false;
+  const char* why = "";  // when not shareable: the reason, for the log
+  uintptr_t begin = 0;   // the shared range: [begin, begin + bytes) in the owner's address space
+  size_t bytes = 0;
+  IpcMemDesc desc{};     // what the importer maps (the whole allocation around the range)
+  util::UniqueFd fd;     // kCuMemFd: a new fd for the importer
+};
+// Shares the part of [begin, end) that lies in the allocation holding `anchor` (a pointer inside
+// the range): cuMem memory made with POSIX fd handles (ncclMemAlloc) through an fd, cudaMalloc
+// memory through a legacy IPC handle. Memory that cannot be shared (host memory, cuMem without fd
+// handles, pool allocations) gives shareable = false and the reason: not an error.
+[[nodiscard]] Status exportUserMem(const void* anchor, uintptr_t begin, uintptr_t end, UserMemExport* out);
+
 // Validates a descriptor received from a peer (`from` names it in messages, e.g. "rank 3").
 // Pure: no GPU calls.
 [[nodiscard]] Status checkIpcMemDesc(const IpcMemDesc& desc, const char* from);

@@ -19,6 +19,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/log.h"
 
@@ -210,7 +211,7 @@ TEST(FdPassing, StrangersAndGarbageAreDroppedWithoutLeaks) {
 
     const char garbage[] = "GET / HTTP/1.1\r\n\r\n";
     sendRaw(at, garbage, sizeof(garbage));
-    EXPECT_TRUE(warnedSoon("wrong size")) << log::lastErrorOfProcess();
+    EXPECT_TRUE(warnedSoon("shorter than a frame")) << log::lastErrorOfProcess();
 
     unsigned char frameSized[40];
     std::memset(frameSized, 0xab, sizeof(frameSized));
@@ -243,6 +244,58 @@ TEST(FdPassing, StrangersAndGarbageAreDroppedWithoutLeaks) {
     close(silent);
   }
   // Every fd the strangers attached was closed, as were the endpoints' own.
+  EXPECT_EQ(openFdCount(), fdsBefore);
+}
+
+// Small messages (registration sharing): payload, an fd or none, arrival order, taken by tag.
+TEST(FdPassing, SmallMessagesArriveInOrderAndAreTakenByTag) {
+  const uint64_t key = freshJobKey();
+  const int fdsBefore = openFdCount();
+  {
+    std::unique_ptr<FdEndpoint> receiver, sender;
+    ASSERT_EQ(FdEndpoint::create(key, 0, "", &receiver), ncclSuccess);
+    ASSERT_EQ(FdEndpoint::create(key, 1, "", &sender), ncclSuccess);
+    constexpr uint64_t kA = 0x41ull << 56, kB = 0x42ull << 56, kMask = 0xffull << 56;
+    util::UniqueFd carried = memfdWith("with the second message");
+    ASSERT_EQ(sender->sendMessage(0, kA | 1, "one", 4, -1, in(2000ms), nullptr), ncclSuccess);
+    ASSERT_EQ(sender->sendMessage(0, kB, "two", 4, carried.get(), in(2000ms), nullptr), ncclSuccess);
+    ASSERT_EQ(sender->sendMessage(0, kA | 2, "three", 6, -1, in(2000ms), nullptr), ncclSuccess);
+    for (int i = 0; i < 200 && receiver->messagesReceived() < 3; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(receiver->messagesReceived(), 3u);
+    std::vector<FdEndpoint::Message> a = receiver->takeMessages(kMask, kA);
+    ASSERT_EQ(a.size(), 2u);
+    EXPECT_STREQ(a[0].payload.data(), "one");
+    EXPECT_EQ(a[0].tag, kA | 1);
+    EXPECT_EQ(a[0].fromRank, 1);
+    EXPECT_FALSE(a[0].fd.valid());
+    EXPECT_STREQ(a[1].payload.data(), "three");
+    std::vector<FdEndpoint::Message> b = receiver->takeMessages(kMask, kB);
+    ASSERT_EQ(b.size(), 1u);
+    ASSERT_TRUE(b[0].fd.valid());
+    EXPECT_EQ(readAll(b[0].fd.get()), "with the second message");
+    EXPECT_TRUE(receiver->takeMessages(0, 0).empty()) << "each message is taken once";
+    EXPECT_EQ(receiver->heldCount(), 0u) << "messages are not fds waiting for recvFd";
+
+    EXPECT_EQ(sender->sendMessage(0, kA, "x", 0, -1, in(100ms), nullptr), ncclInvalidArgument);
+    std::vector<char> big(FdEndpoint::kMaxMessageBytes + 1, 'x');
+    EXPECT_EQ(sender->sendMessage(0, kA, big.data(), big.size(), -1, in(100ms), nullptr), ncclInvalidArgument);
+
+    // A frame that announces more payload than came, and one that announces too much.
+    struct {
+      uint64_t magic, jobKey;
+      uint32_t length;
+      int32_t rank, pid;
+      uint32_t payloadBytes;
+      uint64_t tag;
+      char payload[8];
+    } raw{0x3150644674666557ull, key, 40, 1, 1, 100, kA, "short"};
+    sendRaw(receiver->address(), &raw, sizeof(raw));
+    EXPECT_TRUE(warnedSoon("the frame announces 140")) << log::lastErrorOfProcess();
+    raw.payloadBytes = 1 << 20;
+    sendRaw(receiver->address(), &raw, sizeof(raw));
+    EXPECT_TRUE(warnedSoon("wrong size")) << log::lastErrorOfProcess();
+    EXPECT_TRUE(receiver->takeMessages(0, 0).empty());
+  }
   EXPECT_EQ(openFdCount(), fdsBefore);
 }
 

@@ -37,6 +37,34 @@ TEST(Registrations, RangesAreWidenedToWholePages) {
   EXPECT_EQ(r.end, 0x32000u) << "two bytes across a page boundary take both pages";
 }
 
+// The launch path finds the registration around each point-to-point part (zero-copy).
+TEST(Registrations, FindRangeNeedsTheWholeRangeInside) {
+  RegistrationTable table(kPage);
+  EXPECT_TRUE(table.empty());
+  Registration r;
+  void* a = table.add(0x100000, 8 * kPage);
+  void* b = table.add(0x200000, 2 * kPage);
+  EXPECT_FALSE(table.empty());
+  ASSERT_TRUE(table.findRange(0x100000 + 100, 4 * kPage, &r));
+  EXPECT_EQ(r.handle, (uint64_t)(uintptr_t)a);
+  ASSERT_TRUE(table.findRange(0x100000, 8 * kPage, &r)) << "exactly the registration";
+  EXPECT_FALSE(table.findRange(0x100000, 8 * kPage + 1, &r)) << "one byte past its end";
+  EXPECT_FALSE(table.findRange(0x100000 - 1, 2, &r)) << "one byte before its start";
+  ASSERT_TRUE(table.findRange(0x201000, kPage, &r));
+  EXPECT_EQ(r.handle, (uint64_t)(uintptr_t)b);
+  EXPECT_FALSE(table.findRange(0x150000, 1, &r)) << "between registrations";
+  bool released = true;
+  void* again = table.add(0x100000, kPage);  // inside a: one more reference
+  EXPECT_EQ(again, a);
+  ASSERT_TRUE(table.remove(a, &released));
+  EXPECT_FALSE(released) << "a reference is left";
+  ASSERT_TRUE(table.remove(a, &released));
+  EXPECT_TRUE(released);
+  EXPECT_FALSE(table.findRange(0x100000, 1, &r));
+  ASSERT_TRUE(table.remove(b, &released));
+  EXPECT_TRUE(table.empty());
+}
+
 TEST(Registrations, ARangeInsideAKeptOneSharesItsHandle) {
   RegistrationTable table(kPage);
   void* whole = table.add(0x100000, 16 * kPage);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "core/log.h"
@@ -32,7 +33,7 @@ struct FdFrame {
   uint32_t length;  // sizeof(FdFrame): a frame of another version is rejected, not misread
   int32_t senderRank;
   int32_t senderPid;
-  uint32_t reserved;
+  uint32_t payloadBytes;  // 0: an fd alone; else a small message of this many bytes follows
   uint64_t tag;
 };
 static_assert(sizeof(FdFrame) == 40, "FdFrame is a wire format");
@@ -140,9 +141,13 @@ struct FdEndpointThread {
 
   // Reads the connection's one frame if it has arrived. Returns true when done with it.
   static bool readFrame(FdEndpoint& e, Pending& p) {
-    FdFrame frame;
+    struct {
+      FdFrame frame;
+      char payload[FdEndpoint::kMaxMessageBytes];
+    } in;
+    FdFrame& frame = in.frame;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
-    iovec iov{&frame, sizeof(frame)};
+    iovec iov{&in, sizeof(in)};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -179,9 +184,9 @@ struct FdEndpointThread {
       problem = "a message longer than a frame";
     } else if (msg.msg_flags & MSG_CTRUNC) {
       problem = "too many file descriptors";
-    } else if ((size_t)n != sizeof(frame)) {
-      problem = "a message of the wrong size";
-      snprintf(detail, sizeof(detail), " (%zd bytes, expected %zu)", n, sizeof(frame));
+    } else if ((size_t)n < sizeof(frame)) {
+      problem = "a message shorter than a frame";
+      snprintf(detail, sizeof(detail), " (%zd bytes, a frame is %zu)", n, sizeof(frame));
     } else if (frame.magic != kFrameMagic) {
       problem = "a message that is not a weft fd frame";
     } else if (frame.jobKey != e.jobKey_) {
@@ -193,13 +198,35 @@ struct FdEndpointThread {
       snprintf(detail, sizeof(detail), " (length field %u, expected %zu)", frame.length, sizeof(frame));
     } else if (frame.senderRank < 0) {
       problem = "a frame with a negative sender rank";
-    } else if (fds.size() != 1) {
-      problem = "a frame without exactly one file descriptor";
+    } else if (frame.payloadBytes > FdEndpoint::kMaxMessageBytes || (size_t)n != sizeof(frame) + frame.payloadBytes) {
+      problem = "a message of the wrong size";
+      snprintf(detail, sizeof(detail), " (%zd bytes, the frame announces %zu)", n,
+               sizeof(frame) + (size_t)frame.payloadBytes);
+    } else if (frame.payloadBytes == 0 ? fds.size() != 1 : fds.size() > 1) {
+      problem = frame.payloadBytes == 0 ? "a frame without exactly one file descriptor"
+                                        : "a message with more than one file descriptor";
       snprintf(detail, sizeof(detail), " (%zu attached)", fds.size());
     }
     if (problem != nullptr) {
       WEFT_WARN("fd endpoint %s of rank %d: pid %d sent %s%s; connection dropped", where.c_str(), e.rank_, p.pid,
                 problem, detail);
+      return true;
+    }
+    if (frame.payloadBytes > 0) {
+      FdEndpoint::Message m;
+      m.fromRank = frame.senderRank;
+      m.tag = frame.tag;
+      m.payload.assign(in.payload, in.payload + frame.payloadBytes);
+      if (!fds.empty()) m.fd = std::move(fds[0]);
+      {
+        std::lock_guard<std::mutex> lock(e.mutex_);
+        e.messages_.push_back(std::move(m));
+      }
+      e.messagesReceived_.fetch_add(1, std::memory_order_release);
+      WEFT_TRACE(log::kP2p, "fd endpoint %s: message from rank %d (pid %d) tag %llx, %u bytes%s", where.c_str(),
+                 frame.senderRank, frame.senderPid, (unsigned long long)frame.tag, frame.payloadBytes,
+                 fds.empty() ? "" : " and an fd");
+      e.changed_.notify_all();
       return true;
     }
     std::pair<int, uint64_t> key{frame.senderRank, frame.tag};
@@ -361,6 +388,28 @@ Status FdEndpoint::sendFd(int toRank, int fd, uint64_t tag, Clock::time_point de
 Status FdEndpoint::sendFdTo(const FdAddress& to, int toRank, int fd, uint64_t tag, Clock::time_point deadline,
                             const std::atomic<bool>* abort) {
   WEFT_CHECK_ARG(fd >= 0, "sendFd: invalid file descriptor %d for rank %d", fd, toRank);
+  return sendFrame(to, toRank, fd, tag, nullptr, 0, deadline, abort);
+}
+
+Status FdEndpoint::sendMessage(int toRank, uint64_t tag, const void* data, size_t bytes, int fd,
+                               Clock::time_point deadline, const std::atomic<bool>* abort) {
+  WEFT_CHECK_ARG(data != nullptr && bytes > 0 && bytes <= kMaxMessageBytes,
+                 "sendMessage: %zu bytes for rank %d (1 to %zu allowed)", bytes, toRank, kMaxMessageBytes);
+  return sendFrame(fdAddressOf(jobKey_, toRank, dir_), toRank, fd, tag, data, bytes, deadline, abort);
+}
+
+std::vector<FdEndpoint::Message> FdEndpoint::takeMessages(uint64_t mask, uint64_t value) {
+  std::vector<Message> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto keep = std::stable_partition(messages_.begin(), messages_.end(),
+                                    [&](const Message& m) { return (m.tag & mask) != value; });
+  std::move(keep, messages_.end(), std::back_inserter(out));
+  messages_.erase(keep, messages_.end());
+  return out;
+}
+
+Status FdEndpoint::sendFrame(const FdAddress& to, int toRank, int fd, uint64_t tag, const void* payload, size_t bytes,
+                             Clock::time_point deadline, const std::atomic<bool>* abort) {
   sockaddr_un sa;
   socklen_t len = toSockaddr(to, &sa);
   WEFT_CHECK_ARG(len != 0, "sendFd: fd socket name %s is too long", to.describe().c_str());
@@ -390,23 +439,25 @@ Status FdEndpoint::sendFdTo(const FdAddress& to, int toRank, int fd, uint64_t ta
     std::this_thread::sleep_for(1ms);
   }
 
-  FdFrame frame{kFrameMagic, jobKey_, (uint32_t)sizeof(FdFrame), rank_, (int32_t)getpid(), 0, tag};
+  FdFrame frame{kFrameMagic, jobKey_, (uint32_t)sizeof(FdFrame), rank_, (int32_t)getpid(), (uint32_t)bytes, tag};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
   std::memset(control, 0, sizeof(control));
-  iovec iov{&frame, sizeof(frame)};
+  iovec iov[2] = {{&frame, sizeof(frame)}, {const_cast<void*>(payload), bytes}};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  msg.msg_iov = iov;
+  msg.msg_iovlen = bytes > 0 ? 2 : 1;
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
   while (true) {
     ssize_t n = sendmsg(s.get(), &msg, MSG_NOSIGNAL);
-    if (n == (ssize_t)sizeof(frame)) break;
+    if (n == (ssize_t)(sizeof(frame) + bytes)) break;
     if (n >= 0) {
       WEFT_WARN("passing a file descriptor to rank %d: short send (%zd bytes)", toRank, n);
       return ncclSystemError;

@@ -8,7 +8,9 @@
 // "that process exited", and senders and waiters can fail at once, naming the rank.
 //
 // Wire: one connection per fd; one message = FdFrame {magic, job key, length, sender rank, pid,
-// tag} with the fd attached. The endpoint's thread accepts connections, checks the peer's uid,
+// payload bytes, tag} with the fd attached. Small messages (sendMessage) carry up to
+// kMaxMessageBytes of payload after the frame and one fd or none; they are held in arrival order
+// until takeMessages collects them. The endpoint's thread accepts connections, checks the peer's uid,
 // the magic, the job key and the length, and keeps the fd until recvFd(senderRank, tag) takes it.
 // Anything else (a stranger, another job, garbage, a second fd) is logged and dropped, and any fd
 // it carried is closed.
@@ -24,6 +26,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "util/unique_fd.h"
@@ -80,6 +83,22 @@ class FdEndpoint {
   // Number of received fds not yet taken by recvFd (tests, diagnostics).
   size_t heldCount();
 
+  // A small message to rank `toRank`: `bytes` (1..kMaxMessageBytes) of `data` and a duplicate of
+  // `fd` when fd >= 0. Fails and waits as sendFd does.
+  static constexpr size_t kMaxMessageBytes = 512;
+  [[nodiscard]] Status sendMessage(int toRank, uint64_t tag, const void* data, size_t bytes, int fd,
+                                   Clock::time_point deadline, const std::atomic<bool>* abort);
+  struct Message {
+    int fromRank = -1;
+    uint64_t tag = 0;
+    std::vector<char> payload;
+    util::UniqueFd fd;  // invalid when none came
+  };
+  // Takes, without waiting, every held message whose tag has (tag & mask) == value, oldest first.
+  std::vector<Message> takeMessages(uint64_t mask, uint64_t value);
+  // Messages received so far: a poller compares it with what it saw last before taking any.
+  uint64_t messagesReceived() const { return messagesReceived_.load(std::memory_order_acquire); }
+
  private:
   FdEndpoint(uint64_t jobKey, int rank, std::string dir, FdAddress address);
   void run();  // the endpoint's thread
@@ -87,6 +106,9 @@ class FdEndpoint {
   void syncPass();
   // Is anything listening at `rank`'s address? (A connection that sends nothing is ignored there.)
   [[nodiscard]] Status probe(int rank, bool* gone);
+  // One frame (and `bytes` of payload, and fd when >= 0) to `to`.
+  [[nodiscard]] Status sendFrame(const FdAddress& to, int toRank, int fd, uint64_t tag, const void* payload,
+                                 size_t bytes, Clock::time_point deadline, const std::atomic<bool>* abort);
 
   const uint64_t jobKey_;
   const int rank_;
@@ -100,6 +122,8 @@ class FdEndpoint {
   std::mutex mutex_;
   std::condition_variable changed_;  // an fd arrived or a pass completed
   std::map<std::pair<int, uint64_t>, util::UniqueFd> held_;  // (sender rank, tag) → fd
+  std::vector<Message> messages_;                             // small messages, in arrival order
+  std::atomic<uint64_t> messagesReceived_{0};
   uint64_t passes_ = 0;
 
   friend struct FdEndpointThread;  // the thread's helpers in fd_passing.cc
