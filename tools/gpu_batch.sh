@@ -11,7 +11,8 @@
 # (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), misuse (bad
 # buffers refused, unusual ones taken; NCCL observed with the same calls), register (buffer
 # registration, NCCL observed; PyTorch's allocator hook), determinism (same bits each run and
-# rank), storm (communicators aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
+# rank), zerocopy (registered point-to-point, and its busbw against NCCL's), storm (communicators
+# aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
@@ -36,7 +37,7 @@ if [ -n "${PREBUILT:-}" ]; then
   B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
 else
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_register_test weft_gpu_determinism_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft-perf weft_kernel_harness > $L/build.log 2>&1
   rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
 fi
 
@@ -75,6 +76,7 @@ sweeps_all() {
   stage_misuse
   stage_register
   stage_determinism
+  stage_zerocopy
   STORM_S=20 stage_storm
 }
 
@@ -288,6 +290,22 @@ stage_register() {
   timeout 300 python3 tests/gpu/torch_dist_test.py --lib $B/libnccl.so.2 --expect-weft --register --world $NG \
     > $L/torch-register.log 2>&1
   echo "torch_dist_test --register rc=$?"; grep -E "PASS|FAIL" $L/torch-register.log | tail -8
+}
+
+# Zero-copy point-to-point from registered buffers (tests/gpu/zero_copy_test.cc): processes and
+# one thread, cudaMalloc and ncclMemAlloc, eager and graphs; then sendrecv/alltoall busbw with
+# registered buffers (-R 1) against NCCL's registered path, and weft unregistered for reference.
+stage_zerocopy() {
+  local n=$(( NG > 1 ? NG : 2 ))
+  for m in procs threads; do
+    NCCL_WEFT_ALLOW_GPU_SHARING=1 timeout 300 $B/tests/gpu/weft_gpu_zero_copy_test -n $n -m $m --expect-direct \
+      > $L/zerocopy-$m.log 2>&1
+    echo "zero-copy -n $n -m $m rc=$?: $(tail -1 $L/zerocopy-$m.log)"; grep -E "FAIL|direct-count" $L/zerocopy-$m.log | head -6
+  done
+  [ "$NG" -ge 2 ] || return 0  # NCCL refuses ranks that share a GPU
+  echo "== sendrecv/alltoall busbw, registered buffers (-R 1: ncclMemAlloc + ncclCommRegister) and plain"
+  PERF_MODE="-g $NG -R 1" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-registered sendrecv,alltoall 1M 1G 4 10
+  PERF_MODE="-g $NG" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-plain sendrecv,alltoall 1M 1G 4 10
 }
 
 # The same bits every time, on every rank, after other calls and in graphs (tests/gpu/determinism_test.cc),

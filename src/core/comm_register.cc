@@ -7,6 +7,7 @@
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/registrations.h"
+#include "transport/p2p/p2p_connections.h"
 
 namespace weft::core {
 namespace {
@@ -44,7 +45,8 @@ Status registerBuffer(ncclComm* comm, void* buff, size_t size, void** handle) {
 Status deregisterBuffer(ncclComm* comm, void* handle) {
   WEFT_TRY(checkCommHandle(comm, "ncclCommDeregister"));
   if (handle == nullptr) return ncclSuccess;  // what ncclCommRegister gives when it registers nothing
-  if (!comm->registrations->remove(handle)) {
+  bool released = false;
+  if (!comm->registrations->remove(handle, &released)) {
     WEFT_WARN(
         "ncclCommDeregister: handle %p is not a registration of this communicator (rank %d): it was "
         "deregistered as often as it was registered, made by another communicator, or never came from "
@@ -52,6 +54,8 @@ Status deregisterBuffer(ncclComm* comm, void* handle) {
         handle, comm->rank);
     return ncclInvalidUsage;
   }
+  // Peers that mapped it for zero-copy sends unmap it at their next launch.
+  if (released && comm->p2p && comm->p2p->sharing()) comm->p2p->sharing()->withdraw(comm, (uint64_t)(uintptr_t)handle);
   WEFT_INFO(log::kReg, "ncclCommDeregister: rank %d: handle %p released (%zu registration(s) left)", comm->rank, handle,
             comm->registrations->size());
   return ncclSuccess;

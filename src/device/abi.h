@@ -73,10 +73,32 @@ struct ConnInfo {
   uint64_t step;  // next step to send/receive; the kernel saves it here when it exits
 };
 static_assert(sizeof(ConnInfo) == 64, "ConnInfo layout is shared by host and device");
+// tail and head each start a line of kCounterLineWords words of the same connection; the words
+// after them carry zero-copy offers and markers (algo/p2p_direct.cuh). Zero-filled at creation.
+constexpr int kCounterLineWords = 16;
+// Words of those lines beyond head and tail: the offer after head (written by the receiver into
+// the sender's memory), the marker and the receiver's count of direct parts after tail (the
+// receiver's memory).
+constexpr int kOfferSeqWord = 1, kOfferTokenWord = 2, kOfferOffsetWord = 3, kOfferBytesWord = 4;
+constexpr int kMarkerWord = 1, kDirectCountWord = 2;
+
+// Zero-copy point-to-point (algo/p2p_direct.cuh): registrations (ncclCommRegister) that a peer
+// shared with this rank, mapped here: where this rank may write what it sends to that peer. A slot
+// is live while token != 0; the host writes base and bytes before the token and clears the token
+// first, so a kernel that matches a token reads a finished slot.
+constexpr int kMaxPeerRegs = 64;  // slots per peer
+struct DevRegSlot {
+  uint64_t base;   // the registration's first byte, in this rank's address space
+  uint64_t bytes;  // its length
+  uint64_t token;  // the peer's registration handle (never reused), 0: free
+};
+static_assert(sizeof(DevRegSlot) == 24, "DevRegSlot layout is shared by host and device");
 
 struct DevPeer {
   ConnInfo send;  // to this peer
   ConnInfo recv;  // from this peer
+  const DevRegSlot* sendRegs;  // [kMaxPeerRegs]: the peer's registrations mapped here; null: none
+  uint64_t pad;
 };
 
 struct DevRing {
@@ -134,7 +156,9 @@ static_assert(sizeof(ChannelView) % 8 == 0 && offsetof(DevComm, channels) % 8 ==
 // channel's part of the `count` elements (of every rank's block where the collective has per-rank
 // blocks: AllGather/ReduceScatter), processed in chunks of chunkElems (one connection step each or
 // a fraction of it). For SendRecv, sendCount elements go to `sendPeer` and recvCount come from
-// `recvPeer` (either may be -1: none), this channel's part given by the offsets.
+// `recvPeer` (either may be -1: none), this channel's part given by the offsets. SendRecv items
+// reuse two fields that only collectives need: redOpArg is the token of the registration holding
+// the receive buffer (0: none) and count the receive buffer's byte offset in it.
 struct DevWork {
   uint8_t func;      // Func
   uint8_t algo;      // Algo
@@ -163,6 +187,9 @@ static_assert(sizeof(DevWork) == 96, "DevWork layout is shared by host and devic
 
 constexpr uint8_t kWorkFlagScalarOnDevice = 0x1;
 constexpr uint8_t kWorkFlagTwoShot = 0x2;  // kAlgoDirect AllReduce: reduce-scatter + all-gather, not one-shot
+// SendRecv: the send part is registered and the peer shared registrations with us: ask the
+// receiver where its buffer is and write there directly when it is one of them (p2p_direct.cuh).
+constexpr uint8_t kWorkFlagDirectSend = 0x4;
 
 // Arguments of one kernel launch: blockIdx.x serves channel blocks[blockIdx.x].channel and runs
 // items first .. first + count - 1, in order, taken from one of two places:

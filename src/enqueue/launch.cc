@@ -9,11 +9,13 @@
 #include "core/call_check.h"
 #include "core/communicator.h"
 #include "core/param.h"
+#include "core/registrations.h"
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
 #include "enqueue/planner.h"
 #include "runtime/gpu.h"
 #include "transport/p2p/p2p_connections.h"
+#include "transport/p2p/reg_sharing.h"
 
 namespace weft::enqueue {
 namespace {
@@ -309,6 +311,47 @@ Status connectOnFirstUse(std::vector<CommLaunches>& all) {
   return first;
 }
 
+// Zero-copy point-to-point (transport/p2p/reg_sharing.h): maps what peers shared, names the
+// registration of each registered receive part and flags the registered send parts to peers that
+// shared something. One check per communicator when nothing is registered and nothing came.
+void shareRegistrations(std::vector<CommLaunches>& all, runtime::ScopedDevice* device) {
+  for (CommLaunches& c : all) {
+    ncclComm* comm = c.comm;
+    if (c.launches.empty() || !comm->p2p || comm->p2p->sharing() == nullptr) continue;
+    transport::p2p::RegSharing& sharing = *comm->p2p->sharing();
+    if (!c.capturing) {  // slot writes stay out of graphs; a later eager launch takes the messages
+      Status s = device->set(comm->cudaDev);
+      if (!isError(s)) s = sharing.absorb(comm, c.streams[0]);
+      if (isError(s)) WEFT_WARN("rank %d: could not update the peers' shared registrations", comm->rank);
+    }
+    if (comm->registrations->empty()) continue;
+    for (PlannedLaunch& launch : c.launches) {
+      if (launch.proto != dev::kProtoSimple) continue;
+      for (dev::DevWork& w : launch.works.items()) {
+        if (w.func != dev::kFuncSendRecv) continue;
+        const uint64_t es = (uint64_t)dev::dataTypeBytes(w.dataType);
+        core::Registration reg;
+        if (w.recvPeer >= 0 && w.recvPeer != comm->rank && w.recvCount > 0) {
+          const char* part = static_cast<const char*>(w.recvBuff) + w.recvOffset * es;
+          if (comm->registrations->findRange((uintptr_t)part, w.recvCount * es, &reg)) {
+            uint64_t token = 0, offset = 0;
+            sharing.shareForReceive(comm, w.recvPeer, reg, part, &token, &offset);
+            if (token != 0) {
+              w.redOpArg = token;
+              w.count = offset - w.recvOffset * es;  // modulo 2^64: the kernel adds recvOffset * es back
+            }
+          }
+        }
+        if (w.sendPeer >= 0 && w.sendPeer != comm->rank && w.chanCount > 0 && sharing.hasSlots(w.sendPeer)) {
+          const char* part = static_cast<const char*>(w.sendBuff) + w.chanOffset * es;
+          if (comm->registrations->findRange((uintptr_t)part, w.chanCount * es, &reg))
+            w.flags |= dev::kWorkFlagDirectSend;
+        }
+      }
+    }
+  }
+}
+
 Status launchOne(const CommLaunches& c, size_t index, runtime::ScopedDevice* device) {
   WEFT_TRY(device->set(c.comm->cudaDev));
   const PlannedLaunch& launch = c.launches[index];
@@ -426,6 +469,7 @@ Status launchQueued(ncclComm* const* comms, size_t count) {
     keep(s);
   }
   keep(connectOnFirstUse(all));
+  shareRegistrations(all, &device);
   for (const CommLaunches& c : all) rounds = std::max(rounds, c.launches.size());
   // Round robin over the communicators: when one thread drives several GPUs, a communicator's
   // k-th kernel waits for its peers' k-th kernels, so all of them must be launched before any

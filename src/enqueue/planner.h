@@ -138,6 +138,8 @@ class LaunchWorks {
     starts_.push_back((uint32_t)items_.size());
   }
   void push_back(const std::vector<dev::DevWork>& block) { addBlock(block.data(), block.size()); }
+  // Every item of every block, in order, for edits that keep the blocks' shape.
+  std::vector<dev::DevWork>& items() { return items_; }
   LaunchWorks& operator=(const std::vector<std::vector<dev::DevWork>>& blocks) {
     items_.clear();
     starts_.clear();

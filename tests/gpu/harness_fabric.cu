@@ -49,7 +49,7 @@ Fabric::Fabric(const FabricConfig& cfg) : cfg_(cfg), ranks_(cfg.nRanks) {
     HARNESS_CUDA(cudaStreamCreateWithFlags(&R.stream, cudaStreamNonBlocking));
     HARNESS_CUDA(cudaMalloc(&R.connBuffers, connBytes_ * cfg_.nChannels * n));
     HARNESS_CUDA(cudaMemset(R.connBuffers, 0, connBytes_ * cfg_.nChannels * n));  // LL flags start at 0
-    size_t counterBytes = sizeof(uint64_t) * 2 * cfg_.nChannels * n;
+    size_t counterBytes = sizeof(uint64_t) * dev::kCounterLineWords * 2 * cfg_.nChannels * n;
     HARNESS_CUDA(cudaMalloc(&R.counters, counterBytes));
     HARNESS_CUDA(cudaMemset(R.counters, 0, counterBytes));
     HARNESS_CUDA(cudaMalloc(&R.dComm, sizeof(dev::DevComm)));
@@ -89,10 +89,12 @@ Fabric::~Fabric() {
 }
 
 uint64_t* Fabric::tailOf(int receiver, int channel, int sender) {
-  return ranks_[receiver].counters + size_t(channel) * cfg_.nRanks + sender;
+  // Each counter starts a line of kCounterLineWords words (abi.h).
+  return ranks_[receiver].counters + (size_t(channel) * cfg_.nRanks + sender) * dev::kCounterLineWords;
 }
 uint64_t* Fabric::headOf(int sender, int channel, int receiver) {
-  return ranks_[sender].counters + size_t(cfg_.nChannels) * cfg_.nRanks + size_t(channel) * cfg_.nRanks + receiver;
+  return ranks_[sender].counters +
+         (size_t(cfg_.nChannels) * cfg_.nRanks + size_t(channel) * cfg_.nRanks + receiver) * dev::kCounterLineWords;
 }
 char* Fabric::bufferOf(int receiver, int channel, int sender) {
   return ranks_[receiver].connBuffers + (size_t(channel) * cfg_.nRanks + sender) * connBytes_;

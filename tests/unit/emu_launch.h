@@ -136,7 +136,12 @@ class WorkFifos {
 class EmuRingComm {
  public:
   EmuRingComm(int n, int nCh, const std::array<int, kNumProtos>& stepBytes, uint64_t firstStep = 0)
-      : n_(n), nCh_(nCh), comms_(n), peers_(n), rings_(nCh), counters_(size_t(2) * n * n * nCh, firstStep),
+      : n_(n),
+        nCh_(nCh),
+        comms_(n),
+        peers_(n),
+        rings_(nCh),
+        counters_(size_t(2 * kCounterLineWords) * n * n * nCh, firstStep),
         fifos_(n) {
     for (int c = 0; c < nCh; c++)
       for (int i = 0; i < n; i++) rings_[c].push_back(c % 2 ? n - 1 - i : i);
@@ -165,7 +170,7 @@ class EmuRingComm {
       for (int s = 0; s < n; s++)
         for (int r = 0; r < n; r++) {
           if (s == r) continue;
-          uint64_t* tail = &counters_[((size_t(c) * n + s) * n + r) * 2];
+          uint64_t* tail = &counters_[((size_t(c) * n + s) * n + r) * 2 * kCounterLineWords];
           ConnInfo& snd = peers_[s][c][r].send;
           ConnInfo& rcv = peers_[r][c][s].recv;
           for (int p = 0; p < kNumProtos; p++) {
@@ -175,7 +180,7 @@ class EmuRingComm {
             snd.stepBytes[p] = rcv.stepBytes[p] = stepBytes[p];
           }
           snd.tail = rcv.tail = tail;
-          snd.head = rcv.head = tail + 1;
+          snd.head = rcv.head = tail + kCounterLineWords;  // each counter starts a line (abi.h)
           snd.step = rcv.step = firstStep;
         }
   }
@@ -216,6 +221,11 @@ class EmuRingComm {
   }
 
   uint64_t step(int c, int s, int r) const { return peers_[s][c][r].send.step; }
+
+  // Zero-copy (algo/p2p_direct.cuh): sender s's slots of receiver r's registrations on channel c,
+  // and how many parts receiver r took directly from sender s there.
+  void setSendRegs(int c, int s, int r, const DevRegSlot* slots) { peers_[s][c][r].sendRegs = slots; }
+  uint64_t directParts(int c, int s, int r) const { return peers_[r][c][s].recv.tail[kDirectCountWord]; }
 
   uint64_t totalSteps() const {
     uint64_t t = 0;

@@ -242,6 +242,72 @@ TEST(SimpleProtoEmu, SpecializedKernelsMatchTheGeneralOne) {
   }
 }
 
+// Zero-copy (algo/p2p_direct.cuh): a registered receive part that the sender finds among its
+// slots lands directly (one step at each end); an unknown token, a sender without the flag and a
+// part below one step go through the slots; both kinds alternate on the same links.
+TEST(SimpleProtoEmu, RegisteredReceivesLandDirectly) {
+  EmuComm comm(2, 1);
+  const uint64_t bytes = 5 * kStep + 123, lead = 16;  // each receive buffer starts 16 bytes into its registration
+  std::vector<AlignedBytes> in, reg;
+  for (int r = 0; r < 2; ++r) {
+    in.emplace_back(bytes);
+    reg.emplace_back(bytes + lead);
+  }
+  const uint64_t token[2] = {0x7765000000000011ull, 0x7765000000000022ull};
+  DevRegSlot slots[2][kMaxPeerRegs] = {};  // slots[s]: what rank s maps of its peer's registrations
+  for (int s = 0; s < 2; ++s) {
+    slots[s][3 + s] = DevRegSlot{(uint64_t)(uintptr_t)reg[1 - s].get(), bytes + lead, token[1 - s]};
+    comm.setSendRegs(0, s, 1 - s, slots[s]);
+  }
+  struct Case {
+    const char* what;
+    bool flag;
+    bool knownToken;
+    uint64_t bytes;
+    bool direct;
+  };
+  const Case cases[] = {{"direct", true, true, bytes, true},
+                        {"a token the sender has not mapped", true, false, bytes, false},
+                        {"a sender without the flag", false, true, bytes, false},
+                        {"below one step", true, true, kStep / 2, false},
+                        {"direct after staged", true, true, bytes, true},
+                        {"direct again", true, true, bytes - 7, true}};
+  uint64_t directBefore = 0;
+  for (int k = 0; k < 6; ++k) {
+    const Case& c = cases[k];
+    Works works(2, std::vector<std::vector<DevWork>>(1));
+    for (int r = 0; r < 2; ++r) {
+      for (uint64_t i = 0; i < c.bytes; ++i) in[r].get()[i] = (uint8_t)(i * 13 + (uint64_t)r * 7 + (uint64_t)k);
+      std::memset(reg[r].get(), 0xee, bytes + lead);
+      DevWork w{};
+      w.func = kFuncSendRecv;
+      w.proto = kProtoSimple;
+      w.dataType = kUint8;
+      w.flags = c.flag ? kWorkFlagDirectSend : 0;
+      w.sendPeer = w.recvPeer = 1 - r;
+      w.sendBuff = in[r].get();
+      w.recvBuff = reg[r].get() + lead;
+      w.chanCount = w.recvCount = c.bytes;
+      w.chunkElems = (uint32_t)p2pChunkElems(kStep, 1);
+      w.redOpArg = c.knownToken ? token[r] : 0x7765000000000099ull;
+      w.count = lead;
+      works[r][0].push_back(w);
+    }
+    ASSERT_TRUE(comm.launch(works, 20)) << "deadlock: " << c.what;
+    for (int r = 0; r < 2; ++r) {
+      for (uint64_t i = 0; i < c.bytes; ++i)
+        ASSERT_EQ((uint8_t)reg[r].get()[lead + i], (uint8_t)(i * 13 + (uint64_t)(1 - r) * 7 + (uint64_t)k))
+            << c.what << ": rank " << r << " byte " << i;
+      ASSERT_EQ((uint8_t)reg[r].get()[lead - 1], 0xee) << c.what << ": a byte before the part was written";
+      if (c.bytes < bytes) ASSERT_EQ((uint8_t)reg[r].get()[lead + c.bytes], 0xee) << c.what << ": a byte after the part";
+    }
+    const uint64_t direct = comm.directParts(0, 0, 1) + comm.directParts(0, 1, 0);
+    EXPECT_EQ(direct - directBefore, c.direct ? 2u : 0u) << c.what;
+    directBefore = direct;
+    ASSERT_EQ(comm.checkLinks(), "") << c.what;
+  }
+}
+
 TEST(SimpleProtoEmu, AbortEndsAWaitForASilentPeer) {
   EmuComm comm(2, 1);
   AlignedBytes out(1 << 16);

@@ -93,6 +93,7 @@ void printUsage(const char* argv0) {
       "                          f8e4m3 f8e5m2, or all (default float)\n"
       "  -r, --root R            root of broadcast/reduce/gather/scatter (default 0)\n"
       "  -G, --cudagraph K       capture the n iterations in a CUDA graph and launch it K times\n"
+      "  -R, --local_register 0|1  1: buffers from ncclMemAlloc, registered with ncclCommRegister\n"
       "      --init all|rank     one thread, one process: ncclCommInitAll (default) or a group of\n"
       "                          ncclCommInitRank\n"
       "      --json FILE         also write the results as JSON\n"
@@ -114,6 +115,7 @@ bool parseOptions(int argc, char** argv, Options* out, std::string* error) {
       {"warmup_iters", required_argument, nullptr, 'w'}, {"check", required_argument, nullptr, 'c'},
       {"redop", required_argument, nullptr, 'o'},      {"datatype", required_argument, nullptr, 'd'},
       {"root", required_argument, nullptr, 'r'},       {"cudagraph", required_argument, nullptr, 'G'},
+      {"local_register", required_argument, nullptr, 'R'},
       {"op", required_argument, nullptr, kOpt},        {"json", required_argument, nullptr, kJson},
       {"init", required_argument, nullptr, kInit},     {"timeout", required_argument, nullptr, kTimeout},
       {"help", no_argument, nullptr, 'h'},             {nullptr, 0, nullptr, 0}};
@@ -121,7 +123,7 @@ bool parseOptions(int argc, char** argv, Options* out, std::string* error) {
   opterr = 0;
   int c;
   bool explicitFactor = false, explicitStep = false;
-  while ((c = getopt_long(argc, argv, "-:b:e:f:i:g:t:p:n:w:c:o:d:r:G:h", longOptions, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "-:b:e:f:i:g:t:p:n:w:c:o:d:r:G:R:h", longOptions, nullptr)) != -1) {
     const std::string arg = optarg ? optarg : "";
     bool ok = true;
     switch (c) {
@@ -143,6 +145,7 @@ bool parseOptions(int argc, char** argv, Options* out, std::string* error) {
       case 'c': ok = parseInt(arg.c_str(), 0, &o.check) && o.check <= 1; break;
       case 'r': ok = parseInt(arg.c_str(), 0, &o.root); break;
       case 'G': ok = parseInt(arg.c_str(), 0, &o.graphLaunches); break;
+      case 'R': ok = parseInt(arg.c_str(), 0, &o.localRegister) && o.localRegister <= 1; break;
       case 'o': {
         o.ops.clear();
         for (const std::string& name : splitList(arg)) {

@@ -80,6 +80,8 @@ struct Slot {
   cudaEvent_t start = nullptr, stop = nullptr;
   char* sendBuf = nullptr;
   char* recvBuf = nullptr;
+  void* sendHandle = nullptr;  // -R 1: registrations
+  void* recvHandle = nullptr;
   std::vector<char> host;
   // Operands of the placement being run.
   const char* send = nullptr;
@@ -276,8 +278,13 @@ void setUpSlots(ProcessState& ps, int threadIndex, std::vector<Slot>* slots) {
     PERF_CUDA(cudaEventCreate(&s.start), s.rank);
     PERF_CUDA(cudaEventCreate(&s.stop), s.rank);
     const size_t bytes = ps.bufBytes > 0 ? ps.bufBytes : 1;
-    PERF_CUDA(cudaMalloc((void**)&s.sendBuf, bytes), s.rank);
-    PERF_CUDA(cudaMalloc((void**)&s.recvBuf, bytes), s.rank);
+    if (opts.localRegister) {  // as nccl-tests -R 1: memory that registrations can share
+      PERF_NCCL(ncclMemAlloc((void**)&s.sendBuf, bytes), s.rank);
+      PERF_NCCL(ncclMemAlloc((void**)&s.recvBuf, bytes), s.rank);
+    } else {
+      PERF_CUDA(cudaMalloc((void**)&s.sendBuf, bytes), s.rank);
+      PERF_CUDA(cudaMalloc((void**)&s.recvBuf, bytes), s.rank);
+    }
     PERF_CUDA(cudaMemset(s.sendBuf, 0, bytes), s.rank);
     PERF_CUDA(cudaMemset(s.recvBuf, 0, bytes), s.rank);
     cudaDeviceProp prop;
@@ -306,14 +313,25 @@ void setUpSlots(ProcessState& ps, int threadIndex, std::vector<Slot>* slots) {
     }
     if (group) PERF_NCCL(ncclGroupEnd(), firstRank);
   }
+  if (opts.localRegister) {
+    const size_t bytes = ps.bufBytes > 0 ? ps.bufBytes : 1;
+    for (Slot& s : *slots) {
+      PERF_NCCL(ncclCommRegister(s.comm, s.sendBuf, bytes, &s.sendHandle), s.rank);
+      PERF_NCCL(ncclCommRegister(s.comm, s.recvBuf, bytes, &s.recvHandle), s.rank);
+    }
+  }
 }
 
 // Every result is reported by now, so a failure here is only worth a warning.
-bool tearDownSlots(std::vector<Slot>& slots) {
+bool tearDownSlots(const Options& opts, std::vector<Slot>& slots) {
   bool ok = true;
   for (Slot& s : slots) {
     cudaSetDevice(s.device);
     ok &= cudaStreamSynchronize(s.stream) == cudaSuccess;
+  }
+  for (Slot& s : slots) {
+    for (void* h : {s.sendHandle, s.recvHandle})
+      if (h != nullptr) ok &= ncclCommDeregister(s.comm, h) == ncclSuccess;
   }
   for (Slot& s : slots) {
     const ncclResult_t r = ncclCommDestroy(s.comm);
@@ -324,8 +342,13 @@ bool tearDownSlots(std::vector<Slot>& slots) {
   }
   for (Slot& s : slots) {
     cudaSetDevice(s.device);
-    ok &= cudaFree(s.sendBuf) == cudaSuccess;
-    ok &= cudaFree(s.recvBuf) == cudaSuccess;
+    if (opts.localRegister) {
+      ok &= ncclMemFree(s.sendBuf) == ncclSuccess;
+      ok &= ncclMemFree(s.recvBuf) == ncclSuccess;
+    } else {
+      ok &= cudaFree(s.sendBuf) == cudaSuccess;
+      ok &= cudaFree(s.recvBuf) == cudaSuccess;
+    }
     ok &= cudaEventDestroy(s.start) == cudaSuccess;
     ok &= cudaEventDestroy(s.stop) == cudaSuccess;
     ok &= cudaStreamDestroy(s.stream) == cudaSuccess;
@@ -370,7 +393,7 @@ void threadMain(ProcessState& ps, int threadIndex, bool* cleanExit) {
     }
     ps.barrier.wait();
   }
-  *cleanExit = tearDownSlots(slots);
+  *cleanExit = tearDownSlots(opts, slots);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "device/algo/p2p_direct.cuh"
 #include "device/algo/ring.cuh"
 #include "device/algo/sendrecv.cuh"
 #include "device/proto/ll.cuh"
@@ -199,23 +200,40 @@ WEFT_DEV void runSendRecv(const DevWork& w, const WorkEnvT<typename P::Shared>& 
   const Group recvGroup = doSend ? P::recvGroup(env.view->p2pSendWarps) : P::fullGroup();
   if (doSend && inGroup(sendGroup)) {
     ConnInfo* conn = &peers[w.sendPeer].send;
-    uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(nullptr, conn), 1);
-    withRole<P>(sendGroup, [&](auto role) {
-      typename P::template Prims<FnCopy, decltype(role)::value> p(
-          sendGroup, env.sh, env.view->abortFlag, nullptr, conn, reinterpret_cast<const uint8_t*>(in), nullptr, chunk,
-          FnCopy{});
-      p2pSend(p, w.chanOffset * es, w.chanCount * es, chunk);
-      p.finish();
-    });
+    const uint64_t bytes = w.chanCount * es;
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(in);
+    bool sent = false;
+    if constexpr (P::kId == kProtoSimple) {
+      const DevRegSlot* regs = peers[w.sendPeer].sendRegs;
+      sent = (w.flags & kWorkFlagDirectSend) && regs != nullptr &&
+             p2pDirectQualifies(bytes, (uint64_t)conn->stepBytes[kProtoSimple]) &&
+             p2pDirectSend(sendGroup, env.sh, env.view->abortFlag, conn, regs, src + w.chanOffset * es, bytes);
+    }
+    if (!sent) {
+      uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(nullptr, conn), 1);
+      withRole<P>(sendGroup, [&](auto role) {
+        typename P::template Prims<FnCopy, decltype(role)::value> p(sendGroup, env.sh, env.view->abortFlag, nullptr,
+                                                                    conn, src, nullptr, chunk, FnCopy{});
+        p2pSend(p, w.chanOffset * es, bytes, chunk);
+        p.finish();
+      });
+    }
   }
   if (doRecv && inGroup(recvGroup)) {
     ConnInfo* conn = &peers[w.recvPeer].recv;
+    const uint64_t bytes = w.recvCount * es;
+    if constexpr (P::kId == kProtoSimple) {
+      // redOpArg/count: the receive buffer's registration token and offset (DevWork)
+      if (p2pDirectQualifies(bytes, (uint64_t)conn->stepBytes[kProtoSimple]) &&
+          p2pDirectRecv(recvGroup, env.sh, env.view->abortFlag, conn, w.redOpArg, w.count + w.recvOffset * es, bytes))
+        return;
+    }
     uint64_t chunk = P::chunkElems(w.chunkElems * es, connStepBytes<P>(conn, nullptr), 1);
     withRole<P>(recvGroup, [&](auto role) {
       typename P::template Prims<FnCopy, decltype(role)::value> p(
           recvGroup, env.sh, env.view->abortFlag, conn, nullptr, nullptr, reinterpret_cast<uint8_t*>(out), chunk,
           FnCopy{});
-      p2pRecv(p, w.recvOffset * es, w.recvCount * es, chunk);
+      p2pRecv(p, w.recvOffset * es, bytes, chunk);
       p.finish();
     });
   }

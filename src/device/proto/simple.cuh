@@ -56,6 +56,7 @@ enum PrimsRole { kRoleAny, kRoleSync, kRoleData };
 struct SimpleShared {
   uint32_t done[kSimpleMaxGroups][kSimpleReadyDepth];  // per group and depth slot, monotonic
   uint32_t aborted;  // set by any sync warp that saw the abort flag
+  uint32_t direct[kSimpleMaxGroups][2];  // per group: zero-copy decision (algo/p2p_direct.cuh), two halves
 };
 
 // Warps serving one transfer direction (or both, for collectives).

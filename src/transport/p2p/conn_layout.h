@@ -21,6 +21,9 @@ namespace weft::transport {
 constexpr size_t kCounterBlockBytes = 256;
 constexpr size_t kTailOffset = 0;
 constexpr size_t kHeadOffset = 128;
+static_assert(kHeadOffset - kTailOffset >= dev::kCounterLineWords * 8 &&
+                  kCounterBlockBytes - kHeadOffset >= dev::kCounterLineWords * 8,
+              "each counter starts a line of kCounterLineWords words");
 constexpr size_t kBufferAlign = 4096;
 
 // Connection step size of protocol `proto` for a per-connection buffer of buffBytes bytes (the

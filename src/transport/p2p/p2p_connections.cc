@@ -64,6 +64,8 @@ std::vector<bool> connectedPeers(const ConnectionPlan& plan) {
 }
 
 P2pConnections::~P2pConnections() {
+  if (sharing_ != nullptr && sharing_->sharedAny()) reportDirectReceives();
+  sharing_.reset();  // unmaps the peers' registrations
   if (registered_) {
     LocalRegistry& reg = localRegistry();
     std::lock_guard<std::mutex> lock(reg.mutex);
@@ -104,6 +106,7 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     // Every endpoint exists before this exchange completes, so fds sent after it find their target.
     WEFT_TRY(comm->bootstrap->allGather(descs.data(), sizeof(runtime::IpcMemDesc)));
     WEFT_TRY(self->mapPeers(comm, descs));
+    WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), connectedPeers(comm->connPlan), &self->sharing_));
     int simpleOnly = 0;
     for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
     WEFT_INFO(log::kInit | log::kP2p, "rank %d: P2P connection memory %zu KiB (%s), %d receive connections (%d of "
@@ -197,6 +200,7 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
         }
         dp.send.tail = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);
         dp.send.head = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kHeadOffset);
+        dp.sendRegs = sharing_ ? sharing_->deviceSlots(p) : nullptr;
       }
       if (comm->connPlan.recvOn[c][p]) {
         const bool later = comm->connPlan.recvSimpleOnly[c][p];  // offerReceives makes its buffer
@@ -219,6 +223,18 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
     recvReady_[p] = !recvLater[p];
     pending_ += (int)sendLater[p] + (int)recvLater[p];
   }
+}
+
+void P2pConnections::reportDirectReceives() const {
+  std::vector<uint64_t> words(layout_.countersBytes() / sizeof(uint64_t));
+  if (words.empty()) return;
+  if (runtime::deviceMemcpy(words.data(), local_.ptr(), layout_.countersBytes()) != ncclSuccess) return;
+  uint64_t parts = 0;
+  for (int c = 0; c < layout_.nChannels; ++c)
+    for (int p = 0; p < layout_.nRanks; ++p)
+      parts += words[(layout_.counterBlock(c, p) + kTailOffset) / sizeof(uint64_t) + dev::kDirectCountWord];
+  WEFT_INFO(log::kReg, "rank %d: %llu receive part(s) landed directly in registered buffers (zero-copy)", rank_,
+            (unsigned long long)parts);
 }
 
 Status P2pConnections::makeDeviceTables() {

@@ -25,6 +25,7 @@
 #include "runtime/shareable_alloc.h"
 #include "transport/p2p/conn_layout.h"
 #include "transport/p2p/fd_passing.h"
+#include "transport/p2p/reg_sharing.h"
 
 struct ncclComm;
 
@@ -52,6 +53,8 @@ class P2pConnections {
     return pending_ > 0 && recvSimpleOnly_[channel][peer] && !recvReady_[peer];
   }
   bool anyPending() const { return pending_ > 0; }
+  // Zero-copy sharing of registered buffers with the peers (reg_sharing.h); null with one rank.
+  p2p::RegSharing* sharing() const { return sharing_.get(); }
   // First use, receiver side: allocates the buffers of each sender's Simple-only connections to
   // this rank and offers them to it. Never waits for a peer.
   [[nodiscard]] Status offerReceives(ncclComm* comm, const std::vector<int>& senders);
@@ -66,12 +69,15 @@ class P2pConnections {
   [[nodiscard]] Status makeDeviceTables();
   // devPeers_[channel][peer]'s Simple buffer of one direction to the device table (only that field).
   [[nodiscard]] Status uploadSimpleBuffer(int channel, int peer, bool send);
+  // INFO: how many receive parts landed directly in registered buffers (the kernels' counts).
+  void reportDirectReceives() const;
 
   ConnLayout layout_;
   uint64_t jobKey_ = 0;
   int rank_ = -1;
   bool registered_ = false;
   std::unique_ptr<p2p::FdEndpoint> endpoint_;
+  std::unique_ptr<p2p::RegSharing> sharing_;
   runtime::ShareableAlloc local_;
   std::vector<runtime::ImportedMem> imported_;  // per rank (invalid when not mapped)
   std::vector<char*> peerBase_;                 // per rank: where its memory is visible to us

@@ -1,0 +1,363 @@
+// Zero-copy point-to-point from registered buffers (transport/p2p/reg_sharing.h,
+// device/algo/p2p_direct.cuh) on real GPUs, public API only. Each rank sends to the next and
+// receives from the previous one in one group (two ranks: both directions), for each kind of
+// memory (cudaMalloc: legacy IPC; ncclMemAlloc: cuMem fds) and each size (below and above a
+// connection step per channel, odd byte counts, a receive buffer 3 bytes into its allocation):
+//   unregistered  plain buffers: right results (the connection buffers)
+//   registered    send and receive buffers registered (ncclCommRegister): right results, repeated
+//                 (the first transfers may still take the buffers while the sharing travels)
+//   recv-only     only the receive buffer registered: right results (the sender asks for no offer)
+//   withdrawn     after ncclCommDeregister of the receive buffers: right results
+//   graph         registered buffers in a captured CUDA graph, replayed with new data: right results
+//   direct-count  at ncclCommDestroy each rank logs how many receive parts landed directly; the
+//                 test reads its NCCL_DEBUG_FILE and requires some (with --expect-direct)
+// Every output byte is checked; outputs are poisoned before each call.
+//   weft_gpu_zero_copy_test [-n ranks (2)] [-m procs|threads] [--expect-direct]
+// procs: one process per rank (rank r on GPU r % GPUs); threads: one process, one thread driving
+// every rank. Ranks sharing a GPU need weft's NCCL_WEFT_ALLOW_GPU_SHARING=1 (set here).
+#include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fd_io.h"
+#include "nccl.h"
+#include "one_thread_ranks.h"
+
+namespace {
+
+int gFailed = 0;
+
+void report(int rank, const char* check, bool pass, const std::string& detail) {
+  printf("rank %d %-13s %s | %s\n", rank, check, pass ? "PASS" : "FAIL", detail.c_str());
+  fflush(stdout);
+  if (!pass) ++gFailed;
+}
+
+enum class Mem { kCudaMalloc, kNcclMemAlloc };
+const char* memName(Mem m) { return m == Mem::kCudaMalloc ? "cudaMalloc" : "ncclMemAlloc"; }
+
+// One rank's buffers: the receive buffer starts 3 bytes into its allocation.
+struct Buffers {
+  Mem mem = Mem::kCudaMalloc;
+  size_t bytes = 0;
+  char* sendAlloc = nullptr;
+  char* recvAlloc = nullptr;
+  char* send() const { return sendAlloc; }
+  char* recv() const { return recvAlloc + 3; }
+  void* sendHandle = nullptr;
+  void* recvHandle = nullptr;
+};
+
+void* allocate(Mem mem, size_t bytes) {
+  void* p = nullptr;
+  if (mem == Mem::kCudaMalloc)
+    CUDA_OK(cudaMalloc(&p, bytes));
+  else if (ncclMemAlloc(&p, bytes) != ncclSuccess)
+    exit(3);
+  return p;
+}
+void release(Mem mem, void* p) {
+  if (mem == Mem::kCudaMalloc)
+    CUDA_OK(cudaFree(p));
+  else
+    (void)ncclMemFree(p);
+}
+
+uint8_t pattern(int rank, int iter, size_t i) {
+  return (uint8_t)(i * 7 + (size_t)rank * 31 + (size_t)iter * 13 + (i >> 12));
+}
+
+// Fills rank `rank`'s send buffer for iteration `iter` and poisons its receive buffer.
+void prepare(const Rank& r, int rank, int iter, const Buffers& b) {
+  std::vector<uint8_t> host(b.bytes);
+  for (size_t i = 0; i < b.bytes; ++i) host[i] = pattern(rank, iter, i);
+  CUDA_OK(cudaSetDevice(r.device));
+  CUDA_OK(cudaMemcpy(b.send(), host.data(), b.bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(b.recv(), 0xa5, b.bytes));
+}
+
+// Whether rank `rank` received exactly what its previous rank sent in iteration `iter`.
+bool received(const Rank& r, int rank, int n, int iter, const Buffers& b, std::string* why) {
+  std::vector<uint8_t> host(b.bytes);
+  CUDA_OK(cudaSetDevice(r.device));
+  CUDA_OK(cudaStreamSynchronize(r.stream));
+  CUDA_OK(cudaMemcpy(host.data(), b.recv(), b.bytes, cudaMemcpyDeviceToHost));
+  const int from = (rank - 1 + n) % n;
+  for (size_t i = 0; i < b.bytes; ++i) {
+    if (host[i] != pattern(from, iter, i)) {
+      *why = "byte " + std::to_string(i) + " of " + std::to_string(b.bytes) + " is " + std::to_string(host[i]) +
+             ", expected " + std::to_string(pattern(from, iter, i));
+      return false;
+    }
+  }
+  return true;
+}
+
+ncclResult_t exchange(const Rank& r, int rank, int n, const Buffers& b) {
+  ncclResult_t s = ncclGroupStart();
+  if (s == ncclSuccess) s = ncclSend(b.send(), b.bytes, ncclInt8, (rank + 1) % n, r.comm, r.stream);
+  if (s == ncclSuccess) s = ncclRecv(b.recv(), b.bytes, ncclInt8, (rank - 1 + n) % n, r.comm, r.stream);
+  ncclResult_t e = ncclGroupEnd();
+  return s != ncclSuccess ? s : e;
+}
+
+// The ranks this caller drives (procs: one; threads: all), with their global rank numbers.
+struct Driven {
+  std::vector<Rank>* ranks;
+  std::vector<int> ids;
+  int n;
+};
+
+// Runs `iters` exchanges of every driven rank (one group for all of them) and checks each.
+void rounds(Driven& d, std::vector<Buffers>& bufs, const char* check, int iters, int firstIter) {
+  for (int it = firstIter; it < firstIter + iters; ++it) {
+    for (size_t k = 0; k < d.ids.size(); ++k) prepare((*d.ranks)[k], d.ids[k], it, bufs[k]);
+    ncclResult_t s = ncclGroupStart();
+    for (size_t k = 0; k < d.ids.size() && s == ncclSuccess; ++k) s = exchange((*d.ranks)[k], d.ids[k], d.n, bufs[k]);
+    ncclResult_t e = ncclGroupEnd();
+    for (size_t k = 0; k < d.ids.size(); ++k) {
+      std::string why = s != ncclSuccess || e != ncclSuccess ? ncclGetLastError((*d.ranks)[k].comm) : "";
+      const bool ok = s == ncclSuccess && e == ncclSuccess && received((*d.ranks)[k], d.ids[k], d.n, it, bufs[k], &why);
+      report(d.ids[k], check, ok,
+             std::string(memName(bufs[k].mem)) + " " + std::to_string(bufs[k].bytes) + " B, round " +
+                 std::to_string(it) + (ok ? "" : ": " + why));
+    }
+  }
+}
+
+void registerBuffers(Driven& d, std::vector<Buffers>& bufs, bool send, bool recv) {
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    ncclComm_t comm = (*d.ranks)[k].comm;
+    Buffers& b = bufs[k];
+    if (send && ncclCommRegister(comm, b.send(), b.bytes, &b.sendHandle) != ncclSuccess)
+      report(d.ids[k], "register", false, "send");
+    if (recv && ncclCommRegister(comm, b.recv(), b.bytes, &b.recvHandle) != ncclSuccess)
+      report(d.ids[k], "register", false, "recv");
+  }
+}
+
+void deregisterBuffers(Driven& d, std::vector<Buffers>& bufs) {
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    ncclComm_t comm = (*d.ranks)[k].comm;
+    Buffers& b = bufs[k];
+    if (b.sendHandle && ncclCommDeregister(comm, b.sendHandle) != ncclSuccess)
+      report(d.ids[k], "deregister", false, "send");
+    if (b.recvHandle && ncclCommDeregister(comm, b.recvHandle) != ncclSuccess)
+      report(d.ids[k], "deregister", false, "recv");
+    b.sendHandle = b.recvHandle = nullptr;
+  }
+}
+
+// Registered buffers in a CUDA graph: each driven rank captures its exchange on its own stream
+// (one group per rank: a capture belongs to one stream), then replays with new data.
+void graphRounds(Driven& d, std::vector<Buffers>& bufs, int firstIter) {
+  std::vector<cudaGraphExec_t> execs(d.ids.size(), nullptr);
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+    ncclResult_t s = exchange(r, d.ids[k], d.n, bufs[k]);
+    cudaGraph_t g;
+    CUDA_OK(cudaStreamEndCapture(r.stream, &g));
+    CUDA_OK(cudaGraphInstantiate(&execs[k], g, 0));
+    CUDA_OK(cudaGraphDestroy(g));
+    if (s != ncclSuccess) report(d.ids[k], "graph", false, std::string("capture: ") + ncclGetLastError(r.comm));
+  }
+  for (int it = firstIter; it < firstIter + 3; ++it) {
+    for (size_t k = 0; k < d.ids.size(); ++k) prepare((*d.ranks)[k], d.ids[k], it, bufs[k]);
+    for (size_t k = 0; k < d.ids.size(); ++k) {
+      CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+      CUDA_OK(cudaGraphLaunch(execs[k], (*d.ranks)[k].stream));
+    }
+    for (size_t k = 0; k < d.ids.size(); ++k) {
+      std::string why;
+      const bool ok = received((*d.ranks)[k], d.ids[k], d.n, it, bufs[k], &why);
+      report(d.ids[k], "graph", ok,
+             std::string(memName(bufs[k].mem)) + " " + std::to_string(bufs[k].bytes) + " B, replay " +
+                 std::to_string(it) + (ok ? "" : ": " + why));
+    }
+  }
+  for (cudaGraphExec_t e : execs) CUDA_OK(cudaGraphExecDestroy(e));
+}
+
+void runAll(Driven& d) {
+  const size_t sizes[] = {200 * 1000 + 1, 64u << 20, (128u << 20) + 4099};
+  int iter = 0;
+  for (Mem mem : {Mem::kCudaMalloc, Mem::kNcclMemAlloc}) {
+    for (size_t bytes : sizes) {
+      std::vector<Buffers> bufs(d.ids.size());
+      for (size_t k = 0; k < d.ids.size(); ++k) {
+        CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+        bufs[k].mem = mem;
+        bufs[k].bytes = bytes;
+        bufs[k].sendAlloc = (char*)allocate(mem, bytes);
+        bufs[k].recvAlloc = (char*)allocate(mem, bytes + 3);
+      }
+      rounds(d, bufs, "unregistered", 1, iter);
+      iter += 1;
+      registerBuffers(d, bufs, false, true);
+      rounds(d, bufs, "recv-only", 2, iter);
+      iter += 2;
+      registerBuffers(d, bufs, true, false);
+      rounds(d, bufs, "registered", 4, iter);
+      iter += 4;
+      graphRounds(d, bufs, iter);
+      iter += 3;
+      deregisterBuffers(d, bufs);
+      rounds(d, bufs, "withdrawn", 2, iter);
+      iter += 2;
+      for (size_t k = 0; k < d.ids.size(); ++k) {
+        CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+        release(mem, bufs[k].sendAlloc);
+        release(mem, bufs[k].recvAlloc);
+      }
+    }
+  }
+}
+
+// Sum of "N receive part(s) landed directly" in a debug log.
+long directParts(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  long total = 0;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(" receive part(s) landed directly");
+    if (at == std::string::npos) continue;
+    size_t b = line.rfind(' ', at - 1);
+    total += strtol(line.c_str() + (b == std::string::npos ? 0 : b + 1), nullptr, 10);
+  }
+  return total;
+}
+
+void setLogging(const std::string& file) {
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "REG", 1);
+  setenv("NCCL_DEBUG_FILE", file.c_str(), 1);
+}
+
+int gpuCount() {
+  int gpus = 0;
+  CUDA_OK(cudaGetDeviceCount(&gpus));
+  return gpus;
+}
+
+// One process per rank: rank 0 makes the id and hands it to the others through pipes.
+int runProcess(int rank, int n, int idRead, const std::vector<int>& idWrites, bool expectDirect) {
+  const std::string log = "/tmp/weft-zero-copy-" + std::to_string(getpid()) + ".log";
+  setLogging(log);
+  std::vector<Rank> ranks(1);
+  ranks[0].device = rank % gpuCount();
+  CUDA_OK(cudaSetDevice(ranks[0].device));
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 4;
+    for (int fd : idWrites)
+      if (!writeAll(fd, &id, sizeof(id))) return 4;
+  } else if (!readAll(idRead, &id, sizeof(id))) {
+    return 4;
+  }
+  if (ncclCommInitRank(&ranks[0].comm, n, id, rank) != ncclSuccess) return 5;
+  CUDA_OK(cudaStreamCreateWithFlags(&ranks[0].stream, cudaStreamNonBlocking));
+  Driven d{&ranks, {rank}, n};
+  runAll(d);
+  CUDA_OK(cudaStreamDestroy(ranks[0].stream));
+  if (ncclCommDestroy(ranks[0].comm) != ncclSuccess) report(rank, "destroy", false, "");
+  const long parts = directParts(log);
+  report(rank, "direct-count", !expectDirect || parts > 0, std::to_string(parts) + " receive parts landed directly");
+  unlink(log.c_str());
+  return gFailed == 0 ? 0 : 1;
+}
+
+int runProcs(int n, bool expectDirect) {
+  std::vector<int> reads(n, -1), writes(n, -1);
+  for (int g = 1; g < n; ++g) {
+    int p[2];
+    if (pipe(p) != 0) return 2;
+    reads[g] = p[0];
+    writes[g] = p[1];
+  }
+  std::vector<pid_t> pids(n);
+  for (int g = 0; g < n; ++g) {
+    pids[g] = fork();
+    if (pids[g] < 0) return 2;
+    if (pids[g] == 0) {
+      std::vector<int> mine;
+      for (int h = 1; h < n; ++h) {
+        if (h != g) close(reads[h]);
+        if (g == 0)
+          mine.push_back(writes[h]);
+        else
+          close(writes[h]);
+      }
+      _exit(runProcess(g, n, reads[g], mine, expectDirect));
+    }
+  }
+  for (int g = 1; g < n; ++g) {
+    close(reads[g]);
+    close(writes[g]);
+  }
+  int failed = 0;
+  for (int g = 0; g < n; ++g) {
+    int status = 0;
+    waitpid(pids[g], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      printf("FAIL rank %d process: status %d\n", g, status);
+      ++failed;
+    }
+  }
+  return failed;
+}
+
+int runThreads(int n, bool expectDirect) {
+  const std::string log = "/tmp/weft-zero-copy-" + std::to_string(getpid()) + ".log";
+  setLogging(log);
+  std::vector<Rank> ranks(n);
+  if (!makeOneThreadRanks(ranks, gpuCount())) return 5;
+  Driven d{&ranks, {}, n};
+  for (int r = 0; r < n; ++r) d.ids.push_back(r);
+  runAll(d);
+  for (Rank& r : ranks) {
+    CUDA_OK(cudaStreamDestroy(r.stream));
+    if (ncclCommDestroy(r.comm) != ncclSuccess) report(0, "destroy", false, "");
+  }
+  const long parts = directParts(log);
+  report(0, "direct-count", !expectDirect || parts > 0, std::to_string(parts) + " receive parts landed directly");
+  unlink(log.c_str());
+  return gFailed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 2;
+  std::string mode = "procs";
+  bool expectDirect = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc)
+      n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-m") && i + 1 < argc)
+      mode = argv[++i];
+    else if (!strcmp(argv[i], "--expect-direct"))
+      expectDirect = true;
+    else {
+      fprintf(stderr, "usage: %s [-n ranks] [-m procs|threads] [--expect-direct]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (n < 2) {
+    fprintf(stderr, "zero-copy needs at least 2 ranks\n");
+    return 2;
+  }
+  setenv("NCCL_WEFT_ALLOW_GPU_SHARING", "1", 0);
+  const int failed = mode == "threads" ? runThreads(n, expectDirect) : runProcs(n, expectDirect);
+  printf("%s: %d rank(s), %s: %s\n", argv[0], n, mode.c_str(), failed == 0 ? "PASS" : "FAIL");
+  return failed == 0 ? 0 : 1;
+}
