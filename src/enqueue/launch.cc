@@ -35,6 +35,9 @@ const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
 // For measurements and tests: launches of at most this many items (default and most:
 // kMaxInlineWorks) carry them inline; 0 sends every launch through the FIFO.
 const param::IntParam kInlineWorks{"NCCL_WEFT_INLINE_WORKS", dev::kMaxInlineWorks};
+// 0: registered sends never ask for the receiver's buffer (zero-copy off on this rank's sending
+// side). Ranks may differ: a receiver always offers and judges by the sender's marker.
+const param::IntParam kDirectSends{"NCCL_WEFT_P2P_DIRECT", 1};
 constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
 // 1: every communicator sums the host time of its enqueue path per phase and reports it when freed
 // (reportHostProfile): where a stream launch's host time goes. Off: one branch per phase.
@@ -315,6 +318,7 @@ Status connectOnFirstUse(std::vector<CommLaunches>& all) {
 // registration of each registered receive part and flags the registered send parts to peers that
 // shared something. One check per communicator when nothing is registered and nothing came.
 void shareRegistrations(std::vector<CommLaunches>& all, runtime::ScopedDevice* device) {
+  static const bool directSends = kDirectSends.get() != 0;
   for (CommLaunches& c : all) {
     ncclComm* comm = c.comm;
     if (c.launches.empty() || !comm->p2p || comm->p2p->sharing() == nullptr) continue;
@@ -342,7 +346,8 @@ void shareRegistrations(std::vector<CommLaunches>& all, runtime::ScopedDevice* d
             }
           }
         }
-        if (w.sendPeer >= 0 && w.sendPeer != comm->rank && w.chanCount > 0 && sharing.hasSlots(w.sendPeer)) {
+        if (directSends && w.sendPeer >= 0 && w.sendPeer != comm->rank && w.chanCount > 0 &&
+            sharing.hasSlots(w.sendPeer)) {
           const char* part = static_cast<const char*>(w.sendBuff) + w.chanOffset * es;
           if (comm->registrations->findRange((uintptr_t)part, w.chanCount * es, &reg))
             w.flags |= dev::kWorkFlagDirectSend;

@@ -80,8 +80,11 @@ void prepare(const Rank& r, int rank, int iter, const Buffers& b) {
   std::vector<uint8_t> host(b.bytes);
   for (size_t i = 0; i < b.bytes; ++i) host[i] = pattern(rank, iter, i);
   CUDA_OK(cudaSetDevice(r.device));
-  CUDA_OK(cudaMemcpy(b.send(), host.data(), b.bytes, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(b.recv(), 0xa5, b.bytes));
+  // On the rank's own stream: a cudaMemcpy from pageable memory may return before its DMA is
+  // done, and the legacy stream does not order the rank's non-blocking stream.
+  CUDA_OK(cudaMemcpyAsync(b.send(), host.data(), b.bytes, cudaMemcpyHostToDevice, r.stream));
+  CUDA_OK(cudaMemsetAsync(b.recv(), 0xa5, b.bytes, r.stream));
+  CUDA_OK(cudaStreamSynchronize(r.stream));
 }
 
 // Whether rank `rank` received exactly what its previous rank sent in iteration `iter`.

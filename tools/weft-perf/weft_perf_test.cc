@@ -153,7 +153,7 @@ TEST(PerfOptions, EverythingSet) {
   Options o;
   std::string err;
   ASSERT_TRUE(parseArgs({"all_gather,broadcast", "-b", "1K", "-e", "1M", "-f", "4", "-g", "2", "-t", "3", "-p", "2",
-                         "-n", "7", "-w", "1", "-c", "0", "-o", "all", "-d", "half,float", "-r", "5", "-G", "10",
+                         "-n", "7", "-w", "1", "-c", "0", "-o", "all", "-d", "half,float", "-r", "5", "-G", "10", "-R", "1",
                          "--json", "out.json", "--init", "rank", "--timeout", "30", "--op", "sendrecv"},
                         &o, &err))
       << err;
@@ -170,6 +170,7 @@ TEST(PerfOptions, EverythingSet) {
   EXPECT_EQ(o.types, (std::vector<ncclDataType_t>{ncclFloat16, ncclFloat32}));
   EXPECT_EQ(o.root, 5);
   EXPECT_EQ(o.graphLaunches, 10);
+  EXPECT_EQ(o.localRegister, 1);
   EXPECT_EQ(o.jsonPath, "out.json");
   EXPECT_FALSE(o.useInitAll());
   EXPECT_EQ(o.timeoutSec, 30);
@@ -184,6 +185,7 @@ TEST(PerfOptions, Errors) {
   EXPECT_FALSE(parseArgs({"allreduce_typo"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-b", "1M", "-e", "1K"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-c", "2"}, &o, &err));
+  EXPECT_FALSE(parseArgs({"-R", "2"}, &o, &err)) << "symmetric windows (nccl-tests -R 2) are not offered";
   EXPECT_FALSE(parseArgs({"-g", "0"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-b", "12Q"}, &o, &err));
   EXPECT_FALSE(parseArgs({"--bogus"}, &o, &err));
