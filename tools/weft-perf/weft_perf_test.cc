@@ -153,8 +153,8 @@ TEST(PerfOptions, EverythingSet) {
   Options o;
   std::string err;
   ASSERT_TRUE(parseArgs({"all_gather,broadcast", "-b", "1K", "-e", "1M", "-f", "4", "-g", "2", "-t", "3", "-p", "2",
-                         "-n", "7", "-w", "1", "-c", "0", "-o", "all", "-d", "half,float", "-r", "5", "-G", "10", "-R", "1",
-                         "--json", "out.json", "--init", "rank", "--timeout", "30", "--op", "sendrecv"},
+                         "-n", "7", "-w", "1", "-c", "0", "-o", "all", "-d", "half,float", "-r", "5", "-G", "10",
+                         "-R", "1", "--json", "out.json", "--init", "rank", "--timeout", "30", "--op", "sendrecv"},
                         &o, &err))
       << err;
   EXPECT_EQ(o.colls, (std::vector<Coll>{Coll::AllGather, Coll::Broadcast, Coll::SendRecv}));
