@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,29 @@ namespace weft::runtime {
 namespace {
 // Far above any GPU's memory; a larger size can only come from a corrupted descriptor.
 constexpr uint64_t kMaxAllocBytes = 1ull << 48;
+
+// CUDA maps a legacy IPC handle once per device and process: opening an allocation's handle again
+// fails ("already mapped"). Imports of one allocation (two registrations inside it, or two
+// communicators importing it) share one mapping, counted and closed with its last user.
+struct LegacyMapping {
+  int device;
+  int32_t ownerPid;
+  LegacyIpcHandle handle;
+  void* base;
+  int users;
+};
+struct LegacyMappings {
+  std::mutex mutex;
+  std::vector<LegacyMapping> list;  // few: one per imported allocation
+};
+LegacyMappings& legacyMappings() {  // never destroyed: imports may be released during exit
+  static LegacyMappings* m = new LegacyMappings();
+  return *m;
+}
+
+bool sameHandle(const LegacyIpcHandle& a, const LegacyIpcHandle& b) {
+  return std::memcmp(a.bytes, b.bytes, sizeof(a.bytes)) == 0;
+}
 }  // namespace
 
 Status exportMem(const ShareableAlloc& alloc, size_t offset, size_t bytes, IpcMemDesc* out) {
@@ -167,10 +191,22 @@ struct ImportedMemImpl {
                 "handles: use the pointer directly", from, d.ownerPid);
       return ncclInternalError;
     }
-    cudaIpcMemHandle_t h;
-    std::memcpy(&h, d.legacy.bytes, sizeof(h));
+    LegacyMappings& mappings = legacyMappings();
+    std::lock_guard<std::mutex> lock(mappings.mutex);
     void* base = nullptr;
-    WEFT_CUDA_TRY(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess));
+    for (LegacyMapping& lm : mappings.list) {
+      if (lm.device == device && lm.ownerPid == d.ownerPid && sameHandle(lm.handle, d.legacy)) {
+        base = lm.base;
+        ++lm.users;
+        break;
+      }
+    }
+    if (base == nullptr) {
+      cudaIpcMemHandle_t h;
+      std::memcpy(&h, d.legacy.bytes, sizeof(h));
+      WEFT_CUDA_TRY(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess));
+      mappings.list.push_back(LegacyMapping{device, d.ownerPid, d.legacy, base, 1});
+    }
     m->kind_ = MemKind::kLegacyCudaIpc;
     m->device_ = device;
     m->base_ = base;
@@ -234,8 +270,15 @@ void ImportedMem::reset() {
       if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, reserved_, mapped_, handle_);
 #endif
     } else if (base_ != nullptr) {
-      cudaError_t e = cudaIpcCloseMemHandle(base_);
-      if (e != cudaSuccess) (void)detail::reportCudaError(e, "cudaIpcCloseMemHandle(base_)", __FILE__, __LINE__);
+      LegacyMappings& mappings = legacyMappings();
+      std::lock_guard<std::mutex> lock(mappings.mutex);
+      auto it = std::find_if(mappings.list.begin(), mappings.list.end(),
+                             [&](const LegacyMapping& lm) { return lm.device == device_ && lm.base == base_; });
+      if (it != mappings.list.end() && --it->users == 0) {
+        mappings.list.erase(it);
+        cudaError_t e = cudaIpcCloseMemHandle(base_);
+        if (e != cudaSuccess) (void)detail::reportCudaError(e, "cudaIpcCloseMemHandle(base_)", __FILE__, __LINE__);
+      }
     }
   }
   kind_ = MemKind::kNone;  // so that the assignment below does not come back here

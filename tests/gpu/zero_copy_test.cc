@@ -9,8 +9,10 @@
 //   recv-only     only the receive buffer registered: right results (the sender asks for no offer)
 //   withdrawn     after ncclCommDeregister of the receive buffers: right results
 //   graph         registered buffers in a captured CUDA graph, replayed with new data: right results
+//   two-in-one    two registrations inside one cudaMalloc allocation, received into in turn
 //   direct-count  at ncclCommDestroy each rank logs how many receive parts landed directly; the
 //                 test reads its NCCL_DEBUG_FILE and requires some (with --expect-direct)
+//   maps          that log names no registration the rank could not map
 // Every output byte is checked; outputs are poisoned before each call.
 //   weft_gpu_zero_copy_test [-n ranks (2)] [-m procs|threads] [--expect-direct]
 // procs: one process per rank (rank r on GPU r % GPUs); threads: one process, one thread driving
@@ -51,7 +53,8 @@ struct Buffers {
   char* sendAlloc = nullptr;
   char* recvAlloc = nullptr;
   char* send() const { return sendAlloc; }
-  char* recv() const { return recvAlloc + 3; }
+  size_t recvLead = 3;  // where the receive buffer starts in its allocation
+  char* recv() const { return recvAlloc + recvLead; }
   void* sendHandle = nullptr;
   void* recvHandle = nullptr;
 };
@@ -191,6 +194,39 @@ void graphRounds(Driven& d, std::vector<Buffers>& bufs, int firstIter) {
   for (cudaGraphExec_t e : execs) CUDA_OK(cudaGraphExecDestroy(e));
 }
 
+// Two registrations inside one cudaMalloc allocation, each received into in turn: the sender
+// maps the allocation's legacy IPC handle once (CUDA refuses a second open in one process).
+void twoInOne(Driven& d, int firstIter) {
+  const size_t bytes = 64u << 20, second = bytes + 4096;
+  std::vector<Buffers> bufs(d.ids.size());
+  std::vector<void*> handles;
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    ncclComm_t comm = (*d.ranks)[k].comm;
+    CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+    Buffers& b = bufs[k];
+    b.bytes = bytes;
+    b.sendAlloc = (char*)allocate(Mem::kCudaMalloc, bytes);
+    b.recvAlloc = (char*)allocate(Mem::kCudaMalloc, second + bytes);
+    void* h[3] = {};
+    if (ncclCommRegister(comm, b.sendAlloc, bytes, &h[0]) != ncclSuccess ||
+        ncclCommRegister(comm, b.recvAlloc, bytes, &h[1]) != ncclSuccess ||
+        ncclCommRegister(comm, b.recvAlloc + second, bytes, &h[2]) != ncclSuccess)
+      report(d.ids[k], "two-in-one", false, "registration failed");
+    handles.insert(handles.end(), h, h + 3);
+  }
+  for (size_t lead : {(size_t)0, second}) {
+    for (Buffers& b : bufs) b.recvLead = lead;
+    rounds(d, bufs, "two-in-one", 2, firstIter);
+    firstIter += 2;
+  }
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    for (int i = 0; i < 3; ++i) (void)ncclCommDeregister((*d.ranks)[k].comm, handles[k * 3 + i]);
+    CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+    release(Mem::kCudaMalloc, bufs[k].sendAlloc);
+    release(Mem::kCudaMalloc, bufs[k].recvAlloc);
+  }
+}
+
 void runAll(Driven& d) {
   const size_t sizes[] = {200 * 1000 + 1, 64u << 20, (128u << 20) + 4099};
   int iter = 0;
@@ -224,14 +260,21 @@ void runAll(Driven& d) {
       }
     }
   }
+  twoInOne(d, iter);
 }
 
-// Sum of "N receive part(s) landed directly" in a debug log.
-long directParts(const std::string& path) {
+// Sum of "N receive part(s) landed directly" in a debug log; *mapFailures counts registrations a
+// rank could not map.
+long directParts(const std::string& path, int* mapFailures) {
   std::ifstream in(path);
   std::string line;
   long total = 0;
+  *mapFailures = 0;
   while (std::getline(in, line)) {
+    if (line.find("could not map registration") != std::string::npos) {
+      printf("%s\n", line.c_str());
+      ++*mapFailures;
+    }
     const size_t at = line.find(" receive part(s) landed directly");
     if (at == std::string::npos) continue;
     size_t b = line.rfind(' ', at - 1);
@@ -273,8 +316,10 @@ int runProcess(int rank, int n, int idRead, const std::vector<int>& idWrites, bo
   runAll(d);
   CUDA_OK(cudaStreamDestroy(ranks[0].stream));
   if (ncclCommDestroy(ranks[0].comm) != ncclSuccess) report(rank, "destroy", false, "");
-  const long parts = directParts(log);
+  int mapFailures = 0;
+  const long parts = directParts(log, &mapFailures);
   report(rank, "direct-count", !expectDirect || parts > 0, std::to_string(parts) + " receive parts landed directly");
+  report(rank, "maps", mapFailures == 0, std::to_string(mapFailures) + " registrations could not be mapped");
   unlink(log.c_str());
   return gFailed == 0 ? 0 : 1;
 }
@@ -331,8 +376,10 @@ int runThreads(int n, bool expectDirect) {
     CUDA_OK(cudaStreamDestroy(r.stream));
     if (ncclCommDestroy(r.comm) != ncclSuccess) report(0, "destroy", false, "");
   }
-  const long parts = directParts(log);
+  int mapFailures = 0;
+  const long parts = directParts(log, &mapFailures);
   report(0, "direct-count", !expectDirect || parts > 0, std::to_string(parts) + " receive parts landed directly");
+  report(0, "maps", mapFailures == 0, std::to_string(mapFailures) + " registrations could not be mapped");
   unlink(log.c_str());
   return gFailed;
 }
