@@ -2,6 +2,9 @@
 // the test then sets NCCL_WEFT_ALLOW_GPU_SHARING=1), the last rank is the victim:
 //   kill-allreduce  the victim is SIGKILLed while the others wait for it in an all_reduce
 //   kill-sendrecv   ... in one group of sends and receives to every peer
+//   kill-sendrecv-reg  ... the same on registered 64 MiB buffers, after warm-ups that let every
+//                   sender map its receivers' buffers: the survivors wait in the zero-copy path
+//                   (a sender for the dead receiver's offer)
 //   kill-graph      ... in the replay of a CUDA graph of an all_reduce that every rank captured
 //   stop-continue   the victim is stopped (SIGSTOP) for 1.5 s and continued: all complete, no error
 //   stop-too-long   the victim stays stopped: the others fail after NCCL_TIMEOUT (set to 4 s here)
@@ -66,13 +69,14 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
-  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend, SkipSendRecv
+  KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend, SkipSendRecv,
+  KillSendRecvRegistered
 };
 const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
                         "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
                         "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send",
-                        "skip-sendrecv"};
-constexpr int kScenarios = 15;
+                        "skip-sendrecv",  "kill-sendrecv-reg"};
+constexpr int kScenarios = 16;
 
 bool isMismatch(Scenario s) {
   return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall ||
@@ -80,7 +84,8 @@ bool isMismatch(Scenario s) {
 }
 
 bool isKill(Scenario s) {
-  return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillGraph ||
+  return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillSendRecvRegistered ||
+         s == Scenario::KillGraph ||
          s == Scenario::KillFinalize || s == Scenario::KillShrink;
 }
 // The victim stays alive without calling; the parent kills it once the survivors are done.
@@ -94,6 +99,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 struct Rank {
   Scenario scenario;
   int rank, nranks, dev;
+  size_t count = kCount;  // floats per buffer
   int fails = 0;
   void verdict(bool ok, const char* what, const std::string& detail) {
     std::printf("%s %s rank %d: %s%s%s\n", ok ? "PASS" : "FAIL", kNames[(int)scenario], rank, what,
@@ -132,8 +138,9 @@ bool checkedAllReduce(ncclComm_t comm, int rank, int nranks, float* buf, cudaStr
 ncclResult_t enqueueWaitingOp(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g) {
   switch (x.scenario) {
     case Scenario::KillSendRecv:
+    case Scenario::KillSendRecvRegistered:
     case Scenario::SkipSendRecv: {
-      const size_t slot = kCount / x.nranks;
+      const size_t slot = x.count / x.nranks;
       ncclGroupStart();
       for (int p = 0; p < x.nranks; ++p) {
         if (p == x.rank) continue;
@@ -377,8 +384,15 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   float *send = nullptr, *recv = nullptr;
-  if (cudaMalloc(&send, kCount * sizeof(float)) != cudaSuccess || cudaMalloc(&recv, kCount * sizeof(float)) != cudaSuccess) {
+  const bool registered = sc == Scenario::KillSendRecvRegistered;
+  if (registered) x.count = 16 * kCount;  // 64 MiB: parts of at least one connection step per channel
+  if (cudaMalloc(&send, x.count * sizeof(float)) != cudaSuccess || cudaMalloc(&recv, x.count * sizeof(float)) != cudaSuccess) {
     x.fatal("cudaMalloc", "");
+  }
+  void* handles[2] = {};
+  if (registered && (ncclCommRegister(comm, send, x.count * sizeof(float), &handles[0]) != ncclSuccess ||
+                     ncclCommRegister(comm, recv, x.count * sizeof(float), &handles[1]) != ncclSuccess)) {
+    x.fatal("ncclCommRegister", "");
   }
   std::string why;
   if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("warm-up all_reduce", why);
@@ -391,9 +405,13 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
     if (cudaGraphInstantiate(&graph, g, 0) != cudaSuccess) x.fatal("cudaGraphInstantiate", "");
     if (cudaGraphLaunch(graph, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) x.fatal("graph replay", "");
   }
-  if (sc == Scenario::KillSendRecv || sc == Scenario::SkipSendRecv) {  // connect every pair first, so that the survivors wait in the data path
-    if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
-      x.fatal("warm-up send/recv", "");
+  if (sc == Scenario::KillSendRecv || sc == Scenario::SkipSendRecv || registered) {
+    // Connect every pair first, so that the survivors wait in the data path; registered: two more
+    // rounds, in which the receivers share their buffers and the senders map them.
+    for (int round = 0; round < (registered ? 3 : 1); ++round) {
+      if (enqueueWaitingOp(x, comm, send, recv, s, graph) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
+        x.fatal("warm-up send/recv", "");
+      }
     }
   }
   if (isMismatch(sc)) {
