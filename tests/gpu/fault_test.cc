@@ -386,7 +386,8 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
   float *send = nullptr, *recv = nullptr;
   const bool registered = sc == Scenario::KillSendRecvRegistered;
   if (registered) x.count = 16 * kCount;  // 64 MiB: parts of at least one connection step per channel
-  if (cudaMalloc(&send, x.count * sizeof(float)) != cudaSuccess || cudaMalloc(&recv, x.count * sizeof(float)) != cudaSuccess) {
+  if (cudaMalloc(&send, x.count * sizeof(float)) != cudaSuccess ||
+      cudaMalloc(&recv, x.count * sizeof(float)) != cudaSuccess) {
     x.fatal("cudaMalloc", "");
   }
   void* handles[2] = {};
