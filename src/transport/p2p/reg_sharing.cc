@@ -18,6 +18,16 @@ namespace {
 // endpoint thread is behind) costs this rank no more than that; the transfer takes the buffers.
 constexpr auto kSendWithin = std::chrono::seconds(2);
 
+// A message of `kind` about registration `token`, every other byte zero (nothing stray on the wire).
+RegShareMsg message(RegShareKind kind, uint64_t token) {
+  RegShareMsg m;
+  std::memset(&m, 0, sizeof(m));
+  m.magic = kRegShareMagic;
+  m.kind = (uint32_t)kind;
+  m.token = token;
+  return m;
+}
+
 std::string peerName(const ncclComm* comm, int p) {
   return "rank " + std::to_string(p) + " (pid " + std::to_string(comm->peers[p].pid) + ")";
 }
@@ -110,11 +120,7 @@ void RegSharing::shareForReceive(ncclComm* comm, int peer, const core::Registrat
                 rank_, (unsigned long long)reg.handle, ptr, isError(st) ? "the driver query failed" : ex.why);
       return;
     }
-    RegShareMsg m;
-    std::memset(&m, 0, sizeof(m));
-    m.magic = kRegShareMagic;
-    m.kind = (uint32_t)RegShareKind::kShare;
-    m.token = reg.handle;
+    RegShareMsg m = message(RegShareKind::kShare, reg.handle);
     m.begin = ex.begin;
     m.bytes = ex.bytes;
     m.desc = ex.desc;
@@ -138,11 +144,7 @@ void RegSharing::withdraw(ncclComm* comm, uint64_t token) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = shared_.find(token);
   if (it == shared_.end()) return;
-  RegShareMsg m;
-  std::memset(&m, 0, sizeof(m));
-  m.magic = kRegShareMagic;
-  m.kind = (uint32_t)RegShareKind::kWithdraw;
-  m.token = token;
+  const RegShareMsg m = message(RegShareKind::kWithdraw, token);
   for (int p = 0; p < (int)it->second.sentTo.size(); ++p) {
     if (it->second.sentTo[p] != 1) continue;
     Status st = endpoint_->sendMessage(p, kRegShareTag, &m, sizeof(m), -1, Clock::now() + kSendWithin, nullptr);
