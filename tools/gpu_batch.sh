@@ -305,6 +305,8 @@ stage_zerocopy() {
   [ "$NG" -ge 2 ] || return 0  # NCCL refuses ranks that share a GPU
   echo "== sendrecv/alltoall busbw, registered buffers (-R 1: ncclMemAlloc + ncclCommRegister) and plain"
   PERF_MODE="-g $NG -R 1" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-registered sendrecv,alltoall 1M 1G 4 10
+  echo "== the same with windows (-R 2: ncclCommWindowRegister, as nccl-tests); all_reduce/all_gather too (NCCL's symmetric kernels)"
+  PERF_MODE="-g $NG -R 2" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-windows sendrecv,alltoall,all_reduce,all_gather 1M 1G 4 10
   PERF_MODE="-g $NG" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-plain sendrecv,alltoall 1M 1G 4 10
 }
 

@@ -14,7 +14,9 @@ struct ncclComm;
 
 namespace weft::core {
 
-[[nodiscard]] Status registerBuffer(ncclComm* comm, void* buff, size_t size, void** handle);
-[[nodiscard]] Status deregisterBuffer(ncclComm* comm, void* handle);
+// `fn` names the public call in messages (ncclCommWindowRegister registers through these too).
+[[nodiscard]] Status registerBuffer(ncclComm* comm, void* buff, size_t size, void** handle,
+                                    const char* fn = "ncclCommRegister");
+[[nodiscard]] Status deregisterBuffer(ncclComm* comm, void* handle, const char* fn = "ncclCommDeregister");
 
 }  // namespace weft::core

@@ -30,6 +30,7 @@ class CallChecker;
 class FindingWatch;
 class OpLedger;
 class RegistrationTable;
+class WindowTable;
 }
 
 struct ncclComm {
@@ -147,6 +148,8 @@ struct ncclComm {
 
   // ncclCommRegister's buffers (their handles and references; core/registrations.h).
   std::unique_ptr<weft::core::RegistrationTable> registrations;
+  // ncclCommWindowRegister's windows (core/comm_window.h).
+  std::unique_ptr<weft::core::WindowTable> windows;
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }

@@ -1,6 +1,7 @@
 #include "enqueue/group.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <thread>
@@ -17,6 +18,7 @@ namespace {
 struct InitJob {
   std::function<Status()> run;
   bool blocking;
+  const void* serialKey = nullptr;  // jobs with one key run one after the other, in order
 };
 
 // Where a communicator's published calls stood when it joined the group (core::OpLedger::Mark).
@@ -40,11 +42,24 @@ thread_local GroupState tGroup;
 Status runJobs(std::vector<InitJob> jobs) {
   if (jobs.empty()) return ncclSuccess;
   std::vector<Status> results(jobs.size(), ncclSuccess);
-  if (jobs.size() == 1) {
-    results[0] = jobs[0].run();
+  // One lane per key (a communicator's window registrations share its bootstrap: one at a time,
+  // in call order); a job without a key gets a lane of its own.
+  std::vector<std::vector<size_t>> lanes;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    size_t lane = lanes.size();
+    for (size_t l = 0; l < lanes.size() && jobs[i].serialKey != nullptr; ++l)
+      if (jobs[lanes[l][0]].serialKey == jobs[i].serialKey) lane = l;
+    if (lane == lanes.size()) lanes.emplace_back();
+    lanes[lane].push_back(i);
+  }
+  auto runLane = [&results, &jobs](const std::vector<size_t>& lane) {
+    for (size_t i : lane) results[i] = jobs[i].run();
+  };
+  if (lanes.size() == 1) {
+    runLane(lanes[0]);
   } else {
     std::vector<std::thread> threads;
-    for (size_t i = 0; i < jobs.size(); ++i) threads.emplace_back([&results, &jobs, i] { results[i] = jobs[i].run(); });
+    for (const auto& lane : lanes) threads.emplace_back(runLane, std::cref(lane));
     for (auto& t : threads) t.join();
   }
   bool pending = false;
@@ -198,7 +213,11 @@ Status enqueueTask(ncclComm* comm, const Task& task) {
 }
 
 void deferInit(std::function<Status()> job, bool blocking) {
-  tGroup.inits.push_back({std::move(job), blocking});
+  tGroup.inits.push_back({std::move(job), blocking, nullptr});
+}
+
+void deferInOrder(std::function<Status()> job, const void* serialKey) {
+  tGroup.inits.push_back({std::move(job), true, serialKey});
 }
 
 void deferFinalize(std::function<Status()> job, bool blocking) {

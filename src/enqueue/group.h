@@ -29,6 +29,10 @@ void joinGroup(ncclComm* comm);
 // A communicator creation to run at the outermost groupEnd. `blocking` false: groupEnd returns
 // ncclInProgress at once and the job reports through the communicator's async error.
 void deferInit(std::function<Status()> job, bool blocking);
+// A blocking job that waits for the peers (a window registration), run with the creations at the
+// outermost groupEnd: beside the other jobs, but after the earlier ones of the same `serialKey`
+// (its communicator), one at a time in the order they came.
+void deferInOrder(std::function<Status()> job, const void* serialKey);
 
 // A ncclCommFinalize to run at the outermost groupEnd, after the group's launches; the group's
 // finalizations run concurrently, so one thread can finalize all its communicators in one group.

@@ -19,6 +19,10 @@ Buffer registration: PyTorch calls ncclCommRegister only with TORCH_NCCL_USE_TEN
 every segment of PyTorch's caching allocator is registered with each communicator and deregistered when
 freed, and (with --expect-weft) weft's NCCL_DEBUG_SUBSYS=REG lines must show registrations made.
 
+Windows: with --windows each child also makes a memory pool on the backend's allocator (ncclMemAlloc),
+symmetric where torch.cuda.MemPool offers it, registers it with the process group (register_mem_pool;
+a symmetric pool through ncclCommWindowRegister) and checks all_reduce and all_gather on its tensors.
+
 Usage:
   torch_dist_test.py --lib build/libnccl.so.2 --expect-weft      # weft
   torch_dist_test.py                                             # torch's bundled NCCL (validates the test)
@@ -69,6 +73,38 @@ def mapped_nccl_libs():
             if len(parts) >= 6 and "libnccl" in os.path.basename(parts[5]):
                 paths.add(os.path.realpath(parts[5]))
     return sorted(paths)
+
+
+def windows_check(args, dist, torch, dev, rank, world, report, check):
+    """A memory pool on the backend's allocator (ncclMemAlloc), registered with the process group
+    (register_mem_pool: symmetric pools through ncclCommWindowRegister), collectives on its tensors."""
+    import inspect
+    backend = dist.group.WORLD._get_backend(dev)
+    kw = {}
+    try:
+        if "symmetric" in inspect.signature(torch.cuda.MemPool).parameters:
+            kw["symmetric"] = True
+    except (TypeError, ValueError):
+        pass
+    report("windows: MemPool symmetric=True is offered", True, str(bool(kw)))
+    try:
+        pool = torch.cuda.MemPool(backend.mem_allocator, **kw)
+        with torch.cuda.use_mem_pool(pool):
+            w = torch.full((1 << 20,), float(rank + 1), device=dev)
+            wout = torch.empty(world * (1 << 16), device=dev)
+        backend.register_mem_pool(pool)
+        report("windows: register_mem_pool", True)
+        dist.all_reduce(w)
+        check("windows: all_reduce on pool tensors", w, torch.full((1 << 20,), float(world * (world + 1) // 2)))
+        dist.all_gather_into_tensor(wout, w[: 1 << 16])
+        check("windows: all_gather_into_tensor on pool tensors", wout,
+              torch.full((world * (1 << 16),), float(world * (world + 1) // 2)))
+        torch.cuda.synchronize()
+        backend.deregister_mem_pool(pool)
+        report("windows: deregister_mem_pool", True)
+        del w, wout
+    except Exception as e:  # noqa: BLE001 - any failure of the path is a test failure
+        report("windows: pool, registration, collectives", False, repr(e))
 
 
 def child_main(args):
@@ -216,6 +252,9 @@ def child_main(args):
         except Exception as e:  # noqa: BLE001 - report any capture failure as a test failure
             report("all_reduce in a CUDA graph, 10 replays", False, repr(e))
 
+    if args.windows:
+        windows_check(args, dist, torch, dev, rank, world, report, check)
+
     dist.barrier()
     torch.cuda.synchronize()
 
@@ -270,7 +309,7 @@ def run_once(args, init, world):
         "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
         "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "1" if args.register else "0",
     })
-    if args.register:
+    if args.register or args.windows:
         env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "REG"})
     # The banner (NCCL_DEBUG=VERSION, also printed at INFO/TRACE) is part of the proof of the library.
     if env.get("NCCL_DEBUG", "").upper() not in ("VERSION", "INFO", "TRACE"):
@@ -285,6 +324,8 @@ def run_once(args, init, world):
             cmd += ["--lib", args.lib]
         if args.no_graph:
             cmd.append("--no-graph")
+        if args.windows:
+            cmd.append("--windows")
         procs.append(subprocess.Popen(cmd, env=cenv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     lines = []
     deadline = time.time() + args.timeout + 120
@@ -333,6 +374,10 @@ def run_once(args, init, world):
         made = sum(1 for _, l in lines if "ncclCommRegister: rank" in l and "-> handle" in l)
         print(f"  [{init}] {'PASS' if made else 'FAIL'} buffers registered through the allocator hook: {made}")
         ok = ok and made > 0
+    if args.windows and args.expect_weft:
+        made = sum(1 for _, l in lines if "ncclCommWindowRegister: rank" in l and "-> window" in l)
+        regs = sum(1 for _, l in lines if "ncclCommRegister: rank" in l and "-> handle" in l)
+        print(f"  [{init}] windows: {made} made by ncclCommWindowRegister, {regs} registrations by ncclCommRegister")
     print(f"  [{init}] children exited with {codes}")
     return ok
 
@@ -348,6 +393,8 @@ def main():
     ap.add_argument("--no-graph", action="store_true", help="skip the CUDA graph check")
     ap.add_argument("--register", action="store_true",
                     help="TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1: the allocator registers its segments")
+    ap.add_argument("--windows", action="store_true",
+                    help="a symmetric MemPool registered with the process group (ncclCommWindowRegister)")
     args = ap.parse_args()
     if args.child:
         return child_main(args)

@@ -10,6 +10,11 @@
 //   withdrawn     after ncclCommDeregister of the receive buffers: right results
 //   graph         registered buffers in a captured CUDA graph, replayed with new data: right results
 //   two-in-one    two registrations inside one cudaMalloc allocation, received into in turn
+//   window        both buffers registered by every rank together (ncclCommWindowRegister, one
+//                 group for the ranks a thread drives): each rank maps its peers' windows inside
+//                 the call (window-maps: the log says so, nothing left for later), so a CUDA graph
+//                 captured before any eager launch already sends directly; then eager rounds, and
+//                 rounds after ncclCommWindowDeregister (window-gone)
 //   direct-count  at ncclCommDestroy each rank logs how many receive parts landed directly; the
 //                 test reads its NCCL_DEBUG_FILE and requires some (with --expect-direct)
 //   maps          that log names no registration the rank could not map
@@ -120,6 +125,7 @@ struct Driven {
   std::vector<Rank>* ranks;
   std::vector<int> ids;
   int n;
+  std::string log;  // this process's NCCL_DEBUG_FILE
 };
 
 // Runs `iters` exchanges of every driven rank (one group for all of them) and checks each.
@@ -227,6 +233,60 @@ void twoInOne(Driven& d, int firstIter) {
   }
 }
 
+// Lines of a debug log containing `text`.
+long linesWith(const std::string& path, const char* text) {
+  std::ifstream in(path);
+  std::string line;
+  long n = 0;
+  while (std::getline(in, line)) n += line.find(text) != std::string::npos;
+  return n;
+}
+
+// Windows: every driven rank registers both buffers in one group (a thread driving several ranks
+// cannot make one rank's collective call wait for the others'), then a graph captured first.
+void windowRounds(Driven& d, Mem mem, int firstIter) {
+  const size_t bytes = (64u << 20) + 4099;
+  std::vector<Buffers> bufs(d.ids.size());
+  std::vector<ncclWindow_t> wins(2 * d.ids.size(), nullptr);
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+    bufs[k].mem = mem;
+    bufs[k].bytes = bytes;
+    bufs[k].recvLead = 0;  // NCCL wants windows 4096-aligned in their allocation (weft does not)
+    bufs[k].sendAlloc = (char*)allocate(mem, bytes);
+    bufs[k].recvAlloc = (char*)allocate(mem, bytes);
+  }
+  const long mappedBefore = linesWith(d.log, "for zero-copy sends");
+  ncclResult_t s = ncclGroupStart();
+  for (size_t k = 0; k < d.ids.size() && s == ncclSuccess; ++k) {
+    ncclComm_t comm = (*d.ranks)[k].comm;
+    s = ncclCommWindowRegister(comm, bufs[k].send(), bytes, &wins[2 * k], NCCL_WIN_COLL_SYMMETRIC);
+    if (s == ncclSuccess) s = ncclCommWindowRegister(comm, bufs[k].recv(), bytes, &wins[2 * k + 1], 0);
+  }
+  ncclResult_t e = ncclGroupEnd();
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    const bool ok = s == ncclSuccess && e == ncclSuccess && wins[2 * k] != nullptr && wins[2 * k + 1] != nullptr;
+    report(d.ids[k], "window", ok,
+           std::string(memName(mem)) + " register" + (ok ? "" : std::string(": ") + ncclGetLastError((*d.ranks)[k].comm)));
+  }
+  const long mapped = linesWith(d.log, "for zero-copy sends") - mappedBefore;
+  const long late = linesWith(d.log, "has not come yet");
+  report(d.ids[0], "window-maps", mapped >= 2 * (long)d.ids.size() && late == 0,
+         std::to_string(mapped) + " peer windows mapped inside the calls, " + std::to_string(late) + " left for later");
+  graphRounds(d, bufs, firstIter);
+  rounds(d, bufs, "window", 2, firstIter + 3);
+  for (size_t k = 0; k < d.ids.size(); ++k)
+    for (int i = 0; i < 2; ++i)
+      if (ncclCommWindowDeregister((*d.ranks)[k].comm, wins[2 * k + i]) != ncclSuccess)
+        report(d.ids[k], "window", false, "deregister");
+  rounds(d, bufs, "window-gone", 2, firstIter + 5);
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+    release(mem, bufs[k].sendAlloc);
+    release(mem, bufs[k].recvAlloc);
+  }
+}
+
 void runAll(Driven& d) {
   const size_t sizes[] = {200 * 1000 + 1, 64u << 20, (128u << 20) + 4099};
   int iter = 0;
@@ -261,6 +321,11 @@ void runAll(Driven& d) {
     }
   }
   twoInOne(d, iter);
+  iter += 4;
+  for (Mem mem : {Mem::kCudaMalloc, Mem::kNcclMemAlloc}) {
+    windowRounds(d, mem, iter);
+    iter += 7;
+  }
 }
 
 // Sum of "N receive part(s) landed directly" in a debug log; *mapFailures counts registrations a
@@ -312,7 +377,7 @@ int runProcess(int rank, int n, int idRead, const std::vector<int>& idWrites, bo
   }
   if (ncclCommInitRank(&ranks[0].comm, n, id, rank) != ncclSuccess) return 5;
   CUDA_OK(cudaStreamCreateWithFlags(&ranks[0].stream, cudaStreamNonBlocking));
-  Driven d{&ranks, {rank}, n};
+  Driven d{&ranks, {rank}, n, log};
   runAll(d);
   CUDA_OK(cudaStreamDestroy(ranks[0].stream));
   if (ncclCommDestroy(ranks[0].comm) != ncclSuccess) report(rank, "destroy", false, "");
@@ -369,7 +434,7 @@ int runThreads(int n, bool expectDirect) {
   setLogging(log);
   std::vector<Rank> ranks(n);
   if (!makeOneThreadRanks(ranks, gpuCount())) return 5;
-  Driven d{&ranks, {}, n};
+  Driven d{&ranks, {}, n, log};
   for (int r = 0; r < n; ++r) d.ids.push_back(r);
   runAll(d);
   for (Rank& r : ranks) {

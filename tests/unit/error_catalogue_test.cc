@@ -121,8 +121,10 @@ TEST(ErrorCatalogue, EveryMisuseHasItsCodeAndSentence) {
       {"register: NULL handle", "ncclCommRegister", [&] { return ncclCommRegister(&comm, buf, 64, nullptr); }},
       {"deregister: not a handle", "ncclCommDeregister", [&] { return ncclCommDeregister(&comm, buf); }},
       {"mem alloc: NULL ptr", "ncclMemAlloc", [&] { return ncclMemAlloc(nullptr, 64); }},
-      {"window register: not built", "ncclCommWindowRegister",
+      {"window register: NULL win", "ncclCommWindowRegister",
        [&] { return ncclCommWindowRegister(&comm, buf, 64, nullptr, 0); }},
+      {"window deregister: not a window", "ncclCommWindowDeregister",
+       [&] { return ncclCommWindowDeregister(&comm, (ncclWindow_t)buf); }},
   };
 
   std::ostringstream catalogue;

@@ -93,7 +93,8 @@ void printUsage(const char* argv0) {
       "                          f8e4m3 f8e5m2, or all (default float)\n"
       "  -r, --root R            root of broadcast/reduce/gather/scatter (default 0)\n"
       "  -G, --cudagraph K       capture the n iterations in a CUDA graph and launch it K times\n"
-      "  -R, --local_register 0|1  1: buffers from ncclMemAlloc, registered with ncclCommRegister\n"
+      "  -R, --local_register 0|1|2  buffers from ncclMemAlloc, 1: registered with ncclCommRegister,\n"
+      "                          2: with ncclCommWindowRegister (as nccl-tests)\n"
       "      --init all|rank     one thread, one process: ncclCommInitAll (default) or a group of\n"
       "                          ncclCommInitRank\n"
       "      --json FILE         also write the results as JSON\n"
@@ -145,7 +146,7 @@ bool parseOptions(int argc, char** argv, Options* out, std::string* error) {
       case 'c': ok = parseInt(arg.c_str(), 0, &o.check) && o.check <= 1; break;
       case 'r': ok = parseInt(arg.c_str(), 0, &o.root); break;
       case 'G': ok = parseInt(arg.c_str(), 0, &o.graphLaunches); break;
-      case 'R': ok = parseInt(arg.c_str(), 0, &o.localRegister) && o.localRegister <= 1; break;
+      case 'R': ok = parseInt(arg.c_str(), 0, &o.localRegister) && o.localRegister <= 2; break;
       case 'o': {
         o.ops.clear();
         for (const std::string& name : splitList(arg)) {

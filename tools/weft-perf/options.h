@@ -26,7 +26,7 @@ struct Options {
   std::vector<ncclDataType_t> types = {ncclFloat};  // -d (or "all")
   int root = 0;                             // -r
   int graphLaunches = 0;                    // -G: capture the n iterations in a graph, replay it G times
-  int localRegister = 0;                    // -R 1: buffers from ncclMemAlloc, ncclCommRegister'ed
+  int localRegister = 0;  // -R 1: buffers from ncclMemAlloc, ncclCommRegister'ed; 2: ncclCommWindowRegister'ed
   bool initAll = true;                      // --init all|rank (all: ncclCommInitAll when possible)
   std::string jsonPath;                     // --json
   int timeoutSec = 0;                       // --timeout (0 = none)

@@ -82,6 +82,8 @@ struct Slot {
   char* recvBuf = nullptr;
   void* sendHandle = nullptr;  // -R 1: registrations
   void* recvHandle = nullptr;
+  ncclWindow_t sendWindow = nullptr;  // -R 2: windows
+  ncclWindow_t recvWindow = nullptr;
   std::vector<char> host;
   // Operands of the placement being run.
   const char* send = nullptr;
@@ -313,12 +315,19 @@ void setUpSlots(ProcessState& ps, int threadIndex, std::vector<Slot>* slots) {
     }
     if (group) PERF_NCCL(ncclGroupEnd(), firstRank);
   }
-  if (opts.localRegister) {
-    const size_t bytes = ps.bufBytes > 0 ? ps.bufBytes : 1;
+  const size_t bytes = ps.bufBytes > 0 ? ps.bufBytes : 1;
+  if (opts.localRegister == 1) {
     for (Slot& s : *slots) {
       PERF_NCCL(ncclCommRegister(s.comm, s.sendBuf, bytes, &s.sendHandle), s.rank);
       PERF_NCCL(ncclCommRegister(s.comm, s.recvBuf, bytes, &s.recvHandle), s.rank);
     }
+  } else if (opts.localRegister == 2) {  // collective: one group for the ranks this thread drives
+    PERF_NCCL(ncclGroupStart(), firstRank);
+    for (Slot& s : *slots) {
+      PERF_NCCL(ncclCommWindowRegister(s.comm, s.sendBuf, bytes, &s.sendWindow, NCCL_WIN_COLL_SYMMETRIC), s.rank);
+      PERF_NCCL(ncclCommWindowRegister(s.comm, s.recvBuf, bytes, &s.recvWindow, NCCL_WIN_COLL_SYMMETRIC), s.rank);
+    }
+    PERF_NCCL(ncclGroupEnd(), firstRank);
   }
 }
 
@@ -332,6 +341,8 @@ bool tearDownSlots(const Options& opts, std::vector<Slot>& slots) {
   for (Slot& s : slots) {
     for (void* h : {s.sendHandle, s.recvHandle})
       if (h != nullptr) ok &= ncclCommDeregister(s.comm, h) == ncclSuccess;
+    for (ncclWindow_t w : {s.sendWindow, s.recvWindow})
+      if (w != nullptr) ok &= ncclCommWindowDeregister(s.comm, w) == ncclSuccess;
   }
   for (Slot& s : slots) {
     const ncclResult_t r = ncclCommDestroy(s.comm);

@@ -185,7 +185,10 @@ TEST(PerfOptions, Errors) {
   EXPECT_FALSE(parseArgs({"allreduce_typo"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-b", "1M", "-e", "1K"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-c", "2"}, &o, &err));
-  EXPECT_FALSE(parseArgs({"-R", "2"}, &o, &err)) << "symmetric windows (nccl-tests -R 2) are not offered";
+  EXPECT_FALSE(parseArgs({"-R", "3"}, &o, &err)) << "0, 1 or 2 (windows, nccl-tests -R 2)";
+  Options w;
+  EXPECT_TRUE(parseArgs({"-R", "2"}, &w, &err)) << err;
+  EXPECT_EQ(w.localRegister, 2);
   EXPECT_FALSE(parseArgs({"-g", "0"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-b", "12Q"}, &o, &err));
   EXPECT_FALSE(parseArgs({"--bogus"}, &o, &err));

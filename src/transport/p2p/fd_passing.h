@@ -98,12 +98,13 @@ class FdEndpoint {
   std::vector<Message> takeMessages(uint64_t mask, uint64_t value);
   // Messages received so far: a poller compares it with what it saw last before taking any.
   uint64_t messagesReceived() const { return messagesReceived_.load(std::memory_order_acquire); }
+  // Blocks until the thread has completed a whole accept-and-read pass begun after this call
+  // (bounded: about 5 s at worst): what was sent to this endpoint before the call is then held.
+  void syncPass();
 
  private:
   FdEndpoint(uint64_t jobKey, int rank, std::string dir, FdAddress address);
   void run();  // the endpoint's thread
-  // Blocks until the thread has completed a whole accept-and-read pass begun after this call.
-  void syncPass();
   // Is anything listening at `rank`'s address? (A connection that sends nothing is ignored there.)
   [[nodiscard]] Status probe(int rank, bool* gone);
   // One frame (and `bytes` of payload, and fd when >= 0) to `to`.

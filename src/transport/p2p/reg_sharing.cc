@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -98,46 +99,58 @@ void RegSharing::shareForReceive(ncclComm* comm, int peer, const core::Registrat
                                  uint64_t* token, uint64_t* offset) {
   *token = 0;
   *offset = 0;
-  if (peer < 0 || peer >= comm->nRanks || peerIndex_[peer] < 0) return;
+  if (!isPeer(peer)) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [it, fresh] = shared_.try_emplace(reg.handle);
-  Shared& s = it->second;
-  if (fresh) {
-    s.shareable = true;
-    s.sentTo.assign(comm->nRanks, 0);
-  }
-  if (!s.shareable) return;
-  if (s.sentTo[peer] == 0) {
-    // Exported again for each peer: an fd kept per registration would hold one open file per
-    // buffer PyTorch's allocator registers.
-    runtime::UserMemExport ex;
-    Status st = runtime::exportUserMem(ptr, reg.begin, reg.end, &ex);
-    if (isError(st) || !ex.shareable) {
-      s.shareable = false;
-      WEFT_INFO(log::kReg,
-                "rank %d: registration %#llx (buffer %p) cannot be shared for zero-copy receives: %s; "
-                "its transfers take the connection buffers",
-                rank_, (unsigned long long)reg.handle, ptr, isError(st) ? "the driver query failed" : ex.why);
-      return;
-    }
-    RegShareMsg m = message(RegShareKind::kShare, reg.handle);
-    m.begin = ex.begin;
-    m.bytes = ex.bytes;
-    m.desc = ex.desc;
-    s.begin = ex.begin;
-    s.bytes = ex.bytes;
-    st = endpoint_->sendMessage(peer, kRegShareTag, &m, sizeof(m), ex.fd.valid() ? ex.fd.get() : -1,
-                                Clock::now() + kSendWithin, &comm->abortRequested);
-    s.sentTo[peer] = isError(st) ? 2 : 1;
-    if (!isError(st)) sharedAny_ = true;
-    WEFT_INFO(log::kReg, "rank %d: %s registration %#llx ([%#llx, +%zu), %s) with %s for zero-copy receives", rank_,
-              isError(st) ? "could not share" : "shared", (unsigned long long)reg.handle, (unsigned long long)ex.begin,
-              ex.bytes, runtime::memKindName((runtime::MemKind)ex.desc.kind), peerName(comm, peer).c_str());
-  }
+  Shared& s = shared_[reg.handle];
+  if (!shareLocked(comm, peer, reg, ptr, &s)) return;
   const uintptr_t p = (uintptr_t)ptr;
   if (s.sentTo[peer] != 1 || p < s.begin || p - s.begin >= s.bytes) return;
   *token = reg.handle;
   *offset = p - s.begin;
+}
+
+bool RegSharing::shareWithPeers(ncclComm* comm, const core::Registration& reg, const void* ptr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Shared& s = shared_[reg.handle];
+  bool all = true;
+  for (int p = 0; p < comm->nRanks && all; ++p)
+    if (isPeer(p)) all = shareLocked(comm, p, reg, ptr, &s) && s.sentTo[p] == 1;
+  return all;
+}
+
+bool RegSharing::shareLocked(ncclComm* comm, int peer, const core::Registration& reg, const void* ptr, Shared* s) {
+  if (s->sentTo.empty()) {  // a fresh entry
+    s->shareable = true;
+    s->sentTo.assign(comm->nRanks, 0);
+  }
+  if (!s->shareable) return false;
+  if (s->sentTo[peer] != 0) return true;
+  // Exported again for each peer: an fd kept per registration would hold one open file per
+  // buffer PyTorch's allocator registers.
+  runtime::UserMemExport ex;
+  Status st = runtime::exportUserMem(ptr, reg.begin, reg.end, &ex);
+  if (isError(st) || !ex.shareable) {
+    s->shareable = false;
+    WEFT_INFO(log::kReg,
+              "rank %d: registration %#llx (buffer %p) cannot be shared for zero-copy receives: %s; "
+              "its transfers take the connection buffers",
+              rank_, (unsigned long long)reg.handle, ptr, isError(st) ? "the driver query failed" : ex.why);
+    return false;
+  }
+  RegShareMsg m = message(RegShareKind::kShare, reg.handle);
+  m.begin = ex.begin;
+  m.bytes = ex.bytes;
+  m.desc = ex.desc;
+  s->begin = ex.begin;
+  s->bytes = ex.bytes;
+  st = endpoint_->sendMessage(peer, kRegShareTag, &m, sizeof(m), ex.fd.valid() ? ex.fd.get() : -1,
+                              Clock::now() + kSendWithin, &comm->abortRequested);
+  s->sentTo[peer] = isError(st) ? 2 : 1;
+  if (!isError(st)) sharedAny_ = true;
+  WEFT_INFO(log::kReg, "rank %d: %s registration %#llx ([%#llx, +%zu), %s) with %s for zero-copy receives", rank_,
+            isError(st) ? "could not share" : "shared", (unsigned long long)reg.handle, (unsigned long long)ex.begin,
+            ex.bytes, runtime::memKindName((runtime::MemKind)ex.desc.kind), peerName(comm, peer).c_str());
+  return true;
 }
 
 void RegSharing::withdraw(ncclComm* comm, uint64_t token) {
@@ -155,7 +168,7 @@ void RegSharing::withdraw(ncclComm* comm, uint64_t token) {
   shared_.erase(it);
 }
 
-Status RegSharing::absorb(ncclComm* comm, runtime::Stream stream) {
+Status RegSharing::absorb(ncclComm* comm, runtime::Stream stream, std::vector<std::pair<int, uint64_t>>* settled) {
   const uint64_t seen = endpoint_->messagesReceived();
   if (seen == messagesSeen_) return ncclSuccess;
   messagesSeen_ = seen;
@@ -172,7 +185,9 @@ Status RegSharing::absorb(ncclComm* comm, runtime::Stream stream) {
       continue;
     }
     const std::pair<int, uint64_t> key{m.fromRank, msg.token};
+    if (settled != nullptr && msg.kind == (uint32_t)RegShareKind::kShare) settled->push_back(key);
     if (msg.kind == (uint32_t)RegShareKind::kWithdraw) {
+      unmappable_.erase(key);
       if (mapped_.count(key) != 0) {
         WEFT_TRY(unmap(m.fromRank, msg.token, stream));
       } else {
@@ -182,6 +197,7 @@ Status RegSharing::absorb(ncclComm* comm, runtime::Stream stream) {
     }
     if (withdrawnEarly_.erase(key) != 0 || mapped_.count(key) != 0) continue;
     Status st = map(comm, m.fromRank, msg, m.fd.get(), stream);
+    if (mapped_.count(key) == 0) unmappable_.insert(key);  // failed, or no free slot
     if (isError(st)) {
       WEFT_INFO(log::kReg,
                 "rank %d: could not map registration %#llx of %s; sends into it take the connection "
@@ -190,6 +206,30 @@ Status RegSharing::absorb(ncclComm* comm, runtime::Stream stream) {
     }
   }
   return ncclSuccess;
+}
+
+Status RegSharing::awaitShares(ncclComm* comm, std::vector<std::pair<int, uint64_t>> expected,
+                               std::chrono::steady_clock::time_point deadline) {
+  // Shares taken before (an earlier receive or window shared the same registration) send nothing new.
+  expected.erase(std::remove_if(expected.begin(), expected.end(),
+                                [this](const auto& key) { return mapped_.count(key) || unmappable_.count(key); }),
+                 expected.end());
+  if (expected.empty()) return ncclSuccess;
+  runtime::OwnedStream stream;
+  WEFT_TRY(runtime::streamCreate(stream.out()));
+  std::vector<std::pair<int, uint64_t>> settled;
+  for (;;) {
+    settled.clear();
+    WEFT_TRY(absorb(comm, stream.get(), &settled));
+    for (const auto& key : settled) expected.erase(std::remove(expected.begin(), expected.end(), key), expected.end());
+    if (expected.empty() || Clock::now() >= deadline) break;
+    endpoint_->syncPass();  // the shares were sent before the exchange: one pass reads them
+  }
+  for (const auto& [peer, token] : expected) {
+    WEFT_INFO(log::kReg, "rank %d: the share of registration %#llx by %s has not come yet; it is mapped at a later "
+              "launch", rank_, (unsigned long long)token, peerName(comm, peer).c_str());
+  }
+  return runtime::streamSynchronize(stream.get());  // the slots are written before any later launch
 }
 
 Status RegSharing::map(ncclComm* comm, int peer, const RegShareMsg& msg, int fd, runtime::Stream stream) {

@@ -18,6 +18,7 @@
 // use; a bad one is dropped with a warning.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,12 +73,24 @@ class RegSharing {
   // the first time; *token and *offset are what the work item carries (token 0: not shareable).
   void shareForReceive(ncclComm* comm, int peer, const core::Registration& reg, const void* ptr, uint64_t* token,
                        uint64_t* offset);
+  // Window registration (core/comm_window.h): shares reg with every peer at once. True when every
+  // peer got it.
+  bool shareWithPeers(ncclComm* comm, const core::Registration& reg, const void* ptr);
   // The registration `token` was released: withdraws it from the peers it was shared with.
   void withdraw(ncclComm* comm, uint64_t token);
 
   // Sender: takes the peers' messages that came since the last call (cheap when none did); slot
-  // writes go on `stream`, ahead of the kernels launched after.
-  [[nodiscard]] Status absorb(ncclComm* comm, runtime::Stream stream);
+  // writes go on `stream`, ahead of the kernels launched after. `settled` (if not null) gets the
+  // (peer, token) of every share taken, mapped or not.
+  [[nodiscard]] Status absorb(ncclComm* comm, runtime::Stream stream,
+                              std::vector<std::pair<int, uint64_t>>* settled = nullptr);
+  // Window registration, after the exchange: takes the shares `expected` ((peer, token), sent
+  // before the peers entered the exchange) and maps them before returning, waiting for the
+  // endpoint to read them until `deadline`. A share still missing then is taken at a later launch.
+  [[nodiscard]] Status awaitShares(ncclComm* comm, std::vector<std::pair<int, uint64_t>> expected,
+                                   std::chrono::steady_clock::time_point deadline);
+  // Whether p is a peer this rank shares with (has slots for).
+  bool isPeer(int p) const { return p >= 0 && p < (int)peerIndex_.size() && peerIndex_[p] >= 0; }
   // Whether peer p has a live slot (a send to it may ask for offers).
   bool hasSlots(int peer) const { return peer >= 0 && peer < (int)liveSlots_.size() && liveSlots_[peer] > 0; }
   // Whether any registration was shared with a peer (the receive side has something to report).
@@ -98,6 +111,8 @@ class RegSharing {
     int slot = -1;
     runtime::ImportedMem mem;  // invalid for a same-process pointer
   };
+  // Shares s (reg's entry) with peer unless done; caller holds mutex_. False when s cannot be shared.
+  bool shareLocked(ncclComm* comm, int peer, const core::Registration& reg, const void* ptr, Shared* s);
   [[nodiscard]] Status map(ncclComm* comm, int peer, const RegShareMsg& msg, int fd, runtime::Stream stream);
   [[nodiscard]] Status unmap(int peer, uint64_t token, runtime::Stream stream);
   [[nodiscard]] Status writeSlot(int peer, int slot, const dev::DevRegSlot& value, runtime::Stream stream);
@@ -115,6 +130,7 @@ class RegSharing {
   std::map<uint64_t, Shared> shared_;                  // by our token
   std::map<std::pair<int, uint64_t>, Mapped> mapped_;  // by (peer, its token)
   std::set<std::pair<int, uint64_t>> withdrawnEarly_;  // withdrawals that overtook their share
+  std::set<std::pair<int, uint64_t>> unmappable_;      // shares that could not be mapped
 };
 
 }  // namespace weft::transport::p2p

@@ -1,0 +1,227 @@
+#include "core/comm_window.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "core/comm_checks.h"
+#include "core/comm_register.h"
+#include "core/communicator.h"
+#include "core/log.h"
+#include "core/registrations.h"
+#include "enqueue/group.h"
+#include "runtime/gpu.h"
+#include "transport/p2p/p2p_connections.h"
+
+namespace weft::core {
+namespace {
+
+constexpr const char* kRegisterFn = "ncclCommWindowRegister";
+constexpr const char* kDeregisterFn = "ncclCommWindowDeregister";
+
+// Window handles: process-unique tokens, never reused, non-canonical addresses ("ww").
+constexpr uint64_t kWindowTag = 0x7777ull << 48;
+std::atomic<uint64_t> gNextWindow{1};
+
+// The peers' shares were sent before they entered the exchange; reading them takes one endpoint
+// pass. A share still missing after this is mapped at a later launch instead.
+constexpr auto kAwaitShares = std::chrono::seconds(2);
+
+// "ranks 1, 3" (at most 8 named, then how many more).
+std::string rankList(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) text += " and " + std::to_string(ranks.size() - 8) + " more";
+  return text;
+}
+
+// This rank's part, up to the exchange: checks, registers, shares. Returns the local failure.
+Status prepareWindow(ncclComm* comm, void* buff, size_t size, void** win, WindowRecord* mine, void** registration) {
+  *registration = nullptr;
+  if (win == nullptr) {
+    WEFT_WARN("%s: argument 'win' is NULL (rank %d still took part, so that the other ranks fail too)", kRegisterFn,
+              comm->rank);
+    return ncclInvalidArgument;
+  }
+  if (buff == nullptr || size == 0) {
+    mine->part = (uint32_t)WindowPart::kNone;
+    WEFT_INFO(log::kReg, "%s: rank %d: buff %p, size %zu: no window on this rank (NULL handle)", kRegisterFn,
+              comm->rank, buff, size);
+    return ncclSuccess;
+  }
+  WEFT_TRY(registerBuffer(comm, buff, size, registration, kRegisterFn));
+  mine->part = (uint32_t)WindowPart::kBuffer;
+  mine->token = (uint64_t)(uintptr_t)*registration;
+  mine->bytes = size;
+  transport::p2p::RegSharing* sharing = comm->p2p ? comm->p2p->sharing() : nullptr;
+  Registration reg;
+  if (*registration != nullptr && sharing != nullptr && comm->registrations->find(*registration, &reg))
+    mine->sharedWithAll = sharing->shareWithPeers(comm, reg, buff) ? 1 : 0;
+  return ncclSuccess;
+}
+
+Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags) {
+  WindowRecord mine;
+  mine.sequence = comm->windows->registered();
+  void* registration = nullptr;
+  const Status local = prepareWindow(comm, buff, size, win, &mine, &registration);
+  const std::string failure = isError(local) ? log::lastErrorOfThread() : "";
+  if (isError(local)) mine.part = (uint32_t)WindowPart::kFailed;
+  std::vector<WindowRecord> all;
+  const Status agreed = agreeOnWindow(comm->bootstrap.get(), comm->rank, comm->nRanks, mine, &all);
+  comm->windows->countRegistration();
+  if (isError(local) && std::string(log::lastErrorOfThread()) != failure) {
+    WEFT_WARN("%s", failure.c_str());  // this rank's own failure is what its caller needs to read last
+  }
+  if (isError(local) || isError(agreed)) {
+    if (registration != nullptr) (void)deregisterBuffer(comm, registration, kRegisterFn);  // withdraws the shares
+    comm->setLastError(log::lastErrorOfThread());  // ncclGetLastError(comm), also from ncclGroupEnd's thread
+    return isError(local) ? local : agreed;
+  }
+  if (mine.part == (uint32_t)WindowPart::kNone) return ncclSuccess;
+
+  transport::p2p::RegSharing* sharing = comm->p2p ? comm->p2p->sharing() : nullptr;
+  if (sharing != nullptr) {
+    std::vector<std::pair<int, uint64_t>> expected;
+    for (int p = 0; p < comm->nRanks; ++p) {
+      const WindowRecord& r = all[p];
+      if (p != comm->rank && r.part == (uint32_t)WindowPart::kBuffer && r.sharedWithAll && r.token != 0 &&
+          sharing->isPeer(p))
+        expected.emplace_back(p, r.token);
+    }
+    Status s = sharing->awaitShares(comm, std::move(expected), std::chrono::steady_clock::now() + kAwaitShares);
+    if (isError(s)) WEFT_INFO(log::kReg, "%s: rank %d: mapping the peers' windows failed; sends take the connection "
+                              "buffers", kRegisterFn, comm->rank);
+  }
+  WindowTable::Window w;
+  w.registration = registration;
+  w.buff = (uintptr_t)buff;
+  w.bytes = size;
+  w.flags = winFlags;
+  *win = comm->windows->add(w);
+  WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes, flags %#x) -> window %p (registration %p, %s)", kRegisterFn,
+            comm->rank, buff, size, (unsigned)winFlags, *win, registration,
+            mine.sharedWithAll ? "shared with every peer of this host" : "not shared");
+  return ncclSuccess;
+}
+
+}  // namespace
+
+Status agreeOnWindow(bootstrap::Bootstrap* bootstrap, int rank, int nRanks, const WindowRecord& mine,
+                     std::vector<WindowRecord>* all) {
+  all->assign((size_t)nRanks, WindowRecord{});
+  (*all)[rank] = mine;
+  if (nRanks > 1) {
+    if (bootstrap == nullptr) {
+      WEFT_WARN("%s: rank %d of %d has no bootstrap to reach the others", kRegisterFn, rank, nRanks);
+      return ncclInternalError;
+    }
+    Status s = bootstrap->allGather(all->data(), sizeof(WindowRecord));
+    if (isError(s)) {
+      const std::string cause = log::lastErrorOfThread();
+      WEFT_WARN("%s: rank %d: the ranks could not exchange their windows (%s); no window was made", kRegisterFn, rank,
+                cause.c_str());
+      return s;
+    }
+  }
+  std::vector<int> malformed, failed, behind;
+  for (int p = 0; p < nRanks; ++p) {
+    const WindowRecord& r = (*all)[p];
+    const bool partOk = r.part >= (uint32_t)WindowPart::kBuffer && r.part <= (uint32_t)WindowPart::kFailed;
+    if (r.magic != kWindowRecordMagic || !partOk || r.sharedWithAll > 1) {
+      malformed.push_back(p);
+    } else if (r.part == (uint32_t)WindowPart::kFailed) {
+      failed.push_back(p);
+    } else if (r.sequence != mine.sequence) {
+      behind.push_back(p);
+    }
+  }
+  if (!malformed.empty()) {
+    WEFT_WARN("%s: rank %d received a malformed window record from %s; no window was made", kRegisterFn, rank,
+              rankList(malformed).c_str());
+    return ncclInternalError;
+  }
+  if (!failed.empty()) {
+    WEFT_WARN("%s: the call failed on %s (see its log: a bad argument or buffer); no rank made the window",
+              kRegisterFn, rankList(failed).c_str());
+    return ncclInvalidUsage;
+  }
+  if (!behind.empty()) {
+    WEFT_WARN("%s: %s registered a different number of windows on this communicator before this call than rank %d "
+              "(%llu): the ranks' ncclCommWindowRegister calls do not pair up; no window was made",
+              kRegisterFn, rankList(behind).c_str(), rank, (unsigned long long)mine.sequence);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+void* WindowTable::add(const Window& w) {
+  const uint64_t token = kWindowTag | gNextWindow.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mutex_);
+  windows_.emplace(token, w);
+  return (void*)(uintptr_t)token;
+}
+
+bool WindowTable::remove(const void* handle, Window* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = windows_.find((uint64_t)(uintptr_t)handle);
+  if (it == windows_.end()) return false;
+  *out = it->second;
+  windows_.erase(it);
+  return true;
+}
+
+size_t WindowTable::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return windows_.size();
+}
+
+uint64_t WindowTable::registered() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return registered_;
+}
+
+void WindowTable::countRegistration() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++registered_;
+}
+
+Status registerWindow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags) {
+  WEFT_TRY(checkCommUsable(comm, kRegisterFn));
+  if (win != nullptr) *win = nullptr;
+  if ((winFlags & ~NCCL_WIN_COLL_SYMMETRIC) != 0)
+    WEFT_INFO(log::kReg, "%s: winFlags %#x has bits this version does not know; they are ignored", kRegisterFn,
+              (unsigned)winFlags);
+  auto job = [comm, buff, size, win, winFlags]() -> Status {
+    runtime::ScopedDevice device;
+    if (comm->cudaDev >= 0) WEFT_TRY(device.set(comm->cudaDev));  // (a stand-in communicator in tests has none)
+    return registerWindowNow(comm, buff, size, win, winFlags);
+  };
+  // Inside a group every communicator's exchanges run at ncclGroupEnd, side by side: one thread
+  // may drive several ranks of one communicator (*win is filled then, as NCCL documents). One
+  // communicator's run in call order, one at a time (they share its bootstrap).
+  if (enqueue::inGroup()) {
+    enqueue::deferInOrder(job, comm);
+    return ncclSuccess;
+  }
+  return job();
+}
+
+Status deregisterWindow(ncclComm* comm, void* win) {
+  WEFT_TRY(checkCommHandle(comm, kDeregisterFn));
+  if (win == nullptr) return ncclSuccess;  // what ncclCommWindowRegister gives for a NULL buffer
+  WindowTable::Window w;
+  if (!comm->windows->remove(win, &w)) {
+    WEFT_WARN("%s: win %p is not a window of this communicator (rank %d): it was deregistered already, made by "
+              "another communicator, or never came from ncclCommWindowRegister", kDeregisterFn, win, comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (w.registration != nullptr) WEFT_TRY(deregisterBuffer(comm, w.registration, kDeregisterFn));
+  WEFT_INFO(log::kReg, "%s: rank %d: window %p (buff %#llx, %zu bytes) released", kDeregisterFn, comm->rank, win,
+            (unsigned long long)w.buff, w.bytes);
+  return ncclSuccess;
+}
+
+}  // namespace weft::core
