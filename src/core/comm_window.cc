@@ -10,9 +10,11 @@
 #include "core/comm_register.h"
 #include "core/communicator.h"
 #include "core/log.h"
+#include "core/peer_info.h"
 #include "core/registrations.h"
 #include "enqueue/group.h"
 #include "runtime/gpu.h"
+#include "runtime/ipc_mem.h"
 #include "transport/p2p/p2p_connections.h"
 
 namespace weft::core {
@@ -59,6 +61,39 @@ Status prepareWindow(ncclComm* comm, void* buff, size_t size, void** win, Window
   Registration reg;
   if (*registration != nullptr && sharing != nullptr && comm->registrations->find(*registration, &reg))
     mine->sharedWithAll = sharing->shareWithPeers(comm, reg, buff) ? 1 : 0;
+  runtime::UserMemExport ex;  // can the device API map it flat? (a stand-in communicator has no GPU)
+  if (comm->cudaDev >= 0 && !isError(runtime::exportUserMem(buff, (uintptr_t)buff, (uintptr_t)buff + 1, &ex)) &&
+      ex.shareable && ex.desc.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
+    mine->flatCapable = 1;
+    mine->allocBytes = ex.desc.allocBytes;
+    mine->allocOffset = ex.desc.offset;
+  }
+  return ncclSuccess;
+}
+
+// The device API's flat mapping, when every rank of this host registered cuMem memory. Null
+// (and success) when the window cannot be flat: it then works for everything but device code.
+Status flatWindowOf(ncclComm* comm, const std::vector<WindowRecord>& all, const void* buff,
+                    std::shared_ptr<FlatWindow>* out) {
+  std::vector<uint64_t> hosts;
+  for (const PeerInfo& p : comm->peers) hosts.push_back(p.hostHash);
+  const LsaTeam team = (int)hosts.size() == comm->nRanks ? lsaTeamOf(hosts, comm->rank) : LsaTeam{0, 1, comm->rank};
+  std::vector<FlatPart> parts;
+  for (int m = 0; m < team.size; ++m) {
+    const WindowRecord& r = all[team.firstWorldRank + m];
+    parts.push_back({r.part == (uint32_t)WindowPart::kBuffer && r.flatCapable == 1, r.allocBytes, r.allocOffset});
+  }
+  size_t gran = 0;
+  if (!parts[team.rank].capable || isError(runtime::FlatMapping::granularity(&gran))) return ncclSuccess;
+  const FlatPlan plan = planFlat(parts, gran);
+  if (!plan.ok) {
+    WEFT_INFO(log::kReg, "%s: rank %d: no device-API pointers for this window: %s", kRegisterFn, comm->rank,
+              plan.why);
+    return ncclSuccess;
+  }
+  std::unique_ptr<FlatWindow> flat;
+  WEFT_TRY(FlatWindow::create(comm, team, parts, plan, buff, all[comm->rank].sequence, &flat));
+  *out = std::move(flat);
   return ncclSuccess;
 }
 
@@ -100,10 +135,20 @@ Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, in
   w.buff = (uintptr_t)buff;
   w.bytes = size;
   w.flags = winFlags;
-  *win = comm->windows->add(w);
-  WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes, flags %#x) -> window %p (registration %p, %s)", kRegisterFn,
+  Status flat = flatWindowOf(comm, all, buff, &w.flat);
+  if (isError(flat)) {
+    WEFT_WARN("%s: rank %d: the window could not be mapped for the device API (see the warning before); no window "
+              "was made on this rank", kRegisterFn, comm->rank);
+    if (registration != nullptr) (void)deregisterBuffer(comm, registration, kRegisterFn);
+    comm->setLastError(log::lastErrorOfThread());
+    return flat;
+  }
+  *win = comm->windows->add(w, w.flat ? (void*)w.flat->device() : nullptr);
+  WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes, flags %#x) -> window %p (registration %p, %s, %s)",
+            kRegisterFn,
             comm->rank, buff, size, (unsigned)winFlags, *win, registration,
-            mine.sharedWithAll ? "shared with every peer of this host" : "not shared");
+            mine.sharedWithAll ? "shared with every peer of this host" : "not shared",
+            w.flat ? "mapped flat for the device API" : "no device-API pointers");
   return ncclSuccess;
 }
 
@@ -130,7 +175,7 @@ Status agreeOnWindow(bootstrap::Bootstrap* bootstrap, int rank, int nRanks, cons
   for (int p = 0; p < nRanks; ++p) {
     const WindowRecord& r = (*all)[p];
     const bool partOk = r.part >= (uint32_t)WindowPart::kBuffer && r.part <= (uint32_t)WindowPart::kFailed;
-    if (r.magic != kWindowRecordMagic || !partOk || r.sharedWithAll > 1) {
+    if (r.magic != kWindowRecordMagic || !partOk || r.sharedWithAll > 1 || r.flatCapable > 1) {
       malformed.push_back(p);
     } else if (r.part == (uint32_t)WindowPart::kFailed) {
       failed.push_back(p);
@@ -157,11 +202,12 @@ Status agreeOnWindow(bootstrap::Bootstrap* bootstrap, int rank, int nRanks, cons
   return ncclSuccess;
 }
 
-void* WindowTable::add(const Window& w) {
-  const uint64_t token = kWindowTag | gNextWindow.fetch_add(1, std::memory_order_relaxed);
+void* WindowTable::add(const Window& w, void* handle) {
+  const uint64_t key = handle != nullptr ? (uint64_t)(uintptr_t)handle
+                                         : kWindowTag | gNextWindow.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
-  windows_.emplace(token, w);
-  return (void*)(uintptr_t)token;
+  windows_[key] = w;
+  return (void*)(uintptr_t)key;
 }
 
 bool WindowTable::remove(const void* handle, Window* out) {

@@ -8,9 +8,12 @@
 // send into a peer's window already goes straight into it, in CUDA graphs too (a buffer that only
 // ncclCommRegister registered is shared at its first receive, and graphs never map anything).
 //
+// Windows of cuMem memory (ncclMemAlloc) on every rank of a host are also mapped flat for NCCL's
+// device API (core/dev_window.h): their handle is then the device structure kernels compiled
+// against nccl_device.h read (ncclGetLsaPointer, ncclGetPeerPointer, ncclSymPtr).
 // What NCCL 2.28.9 also does with windows and weft does not: symmetric collective kernels
-// (NCCL_WIN_COLL_SYMMETRIC) and the device API (ncclDevCommCreate, LSA pointers). Collectives on
-// window buffers run the ordinary kernels, as NCCL's do where its symmetric kernels do not apply.
+// (NCCL_WIN_COLL_SYMMETRIC). Collectives on window buffers run the ordinary kernels, as NCCL's do
+// where its symmetric kernels do not apply.
 //
 // Unlike NCCL, a rank whose arguments are wrong still takes part in the exchange, so that the
 // others fail at once naming it instead of waiting for it; a rank passing a NULL buffer or size 0
@@ -21,10 +24,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "core/dev_window.h"
 #include "core/status.h"
 
 struct ncclComm;
@@ -45,9 +50,11 @@ struct WindowRecord {
   uint64_t token = 0;     // the buffer's registration handle (0: not registered locally)
   uint64_t bytes = 0;
   uint32_t sharedWithAll = 0;  // 1: shared with every peer of its host that may send to it
-  uint32_t reserved = 0;
+  uint32_t flatCapable = 0;    // 1: cuMem memory exported as an fd (core/dev_window.h)
+  uint64_t allocBytes = 0;     // flatCapable: its allocation's size
+  uint64_t allocOffset = 0;    // flatCapable: where the buffer starts in it
 };
-static_assert(sizeof(WindowRecord) == 40, "WindowRecord is a wire format");
+static_assert(sizeof(WindowRecord) == 56, "WindowRecord is a wire format");
 
 // Exchanges `mine` with every rank (nRanks 1: no exchange) and checks what came: every record's
 // magic and part, that all ranks are at the same window registration, and that none failed.
@@ -65,8 +72,10 @@ class WindowTable {
     uintptr_t buff = 0;
     size_t bytes = 0;
     int flags = 0;
+    std::shared_ptr<FlatWindow> flat;  // mapped for the device API (its device structure is the handle)
   };
-  void* add(const Window& w);
+  // Keeps w under `handle`, or under a fresh token when handle is null; returns the handle.
+  void* add(const Window& w, void* handle = nullptr);
   // Takes the window out; false when the table holds no such handle.
   bool remove(const void* handle, Window* out);
   size_t size() const;

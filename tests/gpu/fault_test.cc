@@ -10,6 +10,9 @@
 //   stop-too-long   the victim stays stopped: the others fail after NCCL_TIMEOUT (set to 4 s here)
 //   kill-finalize   ... while the others are in ncclCommFinalize (a barrier with every rank): it
 //                   must fail promptly naming the victim, and ncclCommDestroy must return
+//   kill-window     ... while the others are in ncclCommWindowRegister (an exchange with every
+//                   rank): it must fail promptly naming the victim, give no window, and
+//                   ncclCommDestroy must return
 //   skip-call       the victim, alive and running, does not call the all_reduce: the others report
 //                   it after NCCL_WEFT_HANG_REPORT_SECONDS (2 s here) and fail after NCCL_TIMEOUT,
 //                   naming it as the rank that has issued fewer collectives
@@ -70,13 +73,13 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
   KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend, SkipSendRecv,
-  KillSendRecvRegistered
+  KillSendRecvRegistered, KillWindow
 };
 const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
                         "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
                         "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send",
-                        "skip-sendrecv",  "kill-sendrecv-reg"};
-constexpr int kScenarios = 16;
+                        "skip-sendrecv",  "kill-sendrecv-reg", "kill-window"};
+constexpr int kScenarios = 17;
 
 bool isMismatch(Scenario s) {
   return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall ||
@@ -86,7 +89,7 @@ bool isMismatch(Scenario s) {
 bool isKill(Scenario s) {
   return s == Scenario::KillAllReduce || s == Scenario::KillSendRecv || s == Scenario::KillSendRecvRegistered ||
          s == Scenario::KillGraph ||
-         s == Scenario::KillFinalize || s == Scenario::KillShrink;
+         s == Scenario::KillFinalize || s == Scenario::KillShrink || s == Scenario::KillWindow;
 }
 // The victim stays alive without calling; the parent kills it once the survivors are done.
 bool victimIdles(Scenario s) {
@@ -221,13 +224,19 @@ void survivorShrinkAlive(Rank& x, ncclComm_t comm, float* buf, cudaStream_t s) {
 }
 
 // ncclCommFinalize waits for every rank; with one dead it must fail promptly, naming it.
-void survivorFinalize(Rank& x, ncclComm_t comm) {
+// kill-finalize / kill-window: a call that waits for every rank on the host side (the bootstrap).
+void survivorHostCall(Rank& x, ncclComm_t comm, float* recv) {
   const std::string victim = "rank " + std::to_string(x.nranks - 1);
+  const bool window = x.scenario == Scenario::KillWindow;
   double t0 = now();
-  const ncclResult_t r = ncclCommFinalize(comm);
+  ncclWindow_t win = nullptr;
+  const ncclResult_t r =
+      window ? ncclCommWindowRegister(comm, recv, x.count * sizeof(float), &win, 0) : ncclCommFinalize(comm);
   const double took = now() - t0;
   const std::string last = ncclGetLastError(comm);
-  x.verdict(r != ncclSuccess && r != ncclInProgress, "ncclCommFinalize fails", text(r));
+  x.verdict(r != ncclSuccess && r != ncclInProgress, window ? "ncclCommWindowRegister fails" : "ncclCommFinalize fails",
+            text(r));
+  if (window) x.verdict(win == nullptr, "no window is given", "");
   x.verdict(took <= kDeathLimitSeconds, "within the deadline", std::to_string(took) + " s");
   x.verdict(last.find(victim) != std::string::npos, "the last error names the dead rank", last);
   t0 = now();
@@ -287,7 +296,8 @@ void mismatchedCall(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStre
 
 void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g,
               const ncclUniqueId& recoveryId) {
-  if (x.scenario == Scenario::KillFinalize) return survivorFinalize(x, comm);
+  if (x.scenario == Scenario::KillFinalize || x.scenario == Scenario::KillWindow)
+    return survivorHostCall(x, comm, recv);
   if (x.scenario == Scenario::RevokeShrink) return survivorRevoke(x, comm, send, recv, s);
   if (x.scenario == Scenario::ShrinkAlive) return survivorShrinkAlive(x, comm, send, s);
   const int victim = x.nranks - 1;

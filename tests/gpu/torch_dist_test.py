@@ -19,9 +19,9 @@ Buffer registration: PyTorch calls ncclCommRegister only with TORCH_NCCL_USE_TEN
 every segment of PyTorch's caching allocator is registered with each communicator and deregistered when
 freed, and (with --expect-weft) weft's NCCL_DEBUG_SUBSYS=REG lines must show registrations made.
 
-Windows: with --windows each child also makes a memory pool on the backend's allocator (ncclMemAlloc),
-symmetric where torch.cuda.MemPool offers it, registers it with the process group (register_mem_pool;
-a symmetric pool through ncclCommWindowRegister) and checks all_reduce and all_gather on its tensors.
+Windows: with --windows each child also registers two tensors as windows (ncclCommWindowRegister through
+ctypes on the process group's communicator, as applications do) and checks all_reduce and all_gather on
+them. (PyTorch's own symmetric pools, MemPool + register_mem_pool, need a GPU with multicast, kept off.)
 
 Usage:
   torch_dist_test.py --lib build/libnccl.so.2 --expect-weft      # weft
@@ -76,35 +76,35 @@ def mapped_nccl_libs():
 
 
 def windows_check(args, dist, torch, dev, rank, world, report, check):
-    """A memory pool on the backend's allocator (ncclMemAlloc), registered with the process group
-    (register_mem_pool: symmetric pools through ncclCommWindowRegister), collectives on its tensors."""
-    import inspect
-    backend = dist.group.WORLD._get_backend(dev)
-    kw = {}
+    """Windows as applications make them (PyTorch's own symmetric pools need a GPU with multicast, which
+    stays off here): ncclCommWindowRegister through ctypes on the process group's communicator
+    (_comm_ptr), on tensors of PyTorch's caching allocator; collectives on them; then deregistration."""
+    lib = ctypes.CDLL(args.lib or "libnccl.so.2")
     try:
-        if "symmetric" in inspect.signature(torch.cuda.MemPool).parameters:
-            kw["symmetric"] = True
-    except (TypeError, ValueError):
-        pass
-    report("windows: MemPool symmetric=True is offered", True, str(bool(kw)))
-    try:
-        pool = torch.cuda.MemPool(backend.mem_allocator, **kw)
-        with torch.cuda.use_mem_pool(pool):
-            w = torch.full((1 << 20,), float(rank + 1), device=dev)
-            wout = torch.empty(world * (1 << 16), device=dev)
-        backend.register_mem_pool(pool)
-        report("windows: register_mem_pool", True)
-        dist.all_reduce(w)
-        check("windows: all_reduce on pool tensors", w, torch.full((1 << 20,), float(world * (world + 1) // 2)))
-        dist.all_gather_into_tensor(wout, w[: 1 << 16])
-        check("windows: all_gather_into_tensor on pool tensors", wout,
+        backend = dist.group.WORLD._get_backend(dev)
+        x = torch.full((1 << 20,), float(rank + 1), device=dev)
+        y = torch.empty(world * (1 << 16), device=dev)
+        dist.all_reduce(torch.zeros(1, device=dev))  # the communicator exists (lazy init makes it here)
+        torch.cuda.synchronize()
+        comm = ctypes.c_void_p(backend._comm_ptr())
+        wins = []
+        for t in (x, y):
+            w = ctypes.c_void_p()
+            r = lib.ncclCommWindowRegister(comm, ctypes.c_void_p(t.data_ptr()),
+                                           ctypes.c_size_t(t.numel() * t.element_size()), ctypes.byref(w), 1)
+            report("windows: ncclCommWindowRegister on a tensor", r == 0 and bool(w.value), f"result {r}")
+            wins.append(w)
+        dist.all_reduce(x)
+        check("windows: all_reduce on window tensors", x, torch.full((1 << 20,), float(world * (world + 1) // 2)))
+        dist.all_gather_into_tensor(y, x[: 1 << 16])
+        check("windows: all_gather_into_tensor on window tensors", y,
               torch.full((world * (1 << 16),), float(world * (world + 1) // 2)))
         torch.cuda.synchronize()
-        backend.deregister_mem_pool(pool)
-        report("windows: deregister_mem_pool", True)
-        del w, wout
+        for w in wins:
+            r = lib.ncclCommWindowDeregister(comm, w)
+            report("windows: ncclCommWindowDeregister", r == 0, f"result {r}")
     except Exception as e:  # noqa: BLE001 - any failure of the path is a test failure
-        report("windows: pool, registration, collectives", False, repr(e))
+        report("windows: registration and collectives", False, repr(e))
 
 
 def child_main(args):
@@ -394,7 +394,7 @@ def main():
     ap.add_argument("--register", action="store_true",
                     help="TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1: the allocator registers its segments")
     ap.add_argument("--windows", action="store_true",
-                    help="a symmetric MemPool registered with the process group (ncclCommWindowRegister)")
+                    help="tensors registered as windows (ncclCommWindowRegister) and collectives on them")
     args = ap.parse_args()
     if args.child:
         return child_main(args)

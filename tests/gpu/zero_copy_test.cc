@@ -23,7 +23,6 @@
 // procs: one process per rank (rank r on GPU r % GPUs); threads: one process, one thread driving
 // every rank. Ranks sharing a GPU need weft's NCCL_WEFT_ALLOW_GPU_SHARING=1 (set here).
 #include <cuda_runtime.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -34,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "fd_io.h"
+#include "fork_ranks.h"
 #include "nccl.h"
 #include "one_thread_ranks.h"
 
@@ -266,8 +265,8 @@ void windowRounds(Driven& d, Mem mem, int firstIter) {
   ncclResult_t e = ncclGroupEnd();
   for (size_t k = 0; k < d.ids.size(); ++k) {
     const bool ok = s == ncclSuccess && e == ncclSuccess && wins[2 * k] != nullptr && wins[2 * k + 1] != nullptr;
-    report(d.ids[k], "window", ok,
-           std::string(memName(mem)) + " register" + (ok ? "" : std::string(": ") + ncclGetLastError((*d.ranks)[k].comm)));
+    const std::string why = ok ? "" : std::string(": ") + ncclGetLastError((*d.ranks)[k].comm);
+    report(d.ids[k], "window", ok, std::string(memName(mem)) + " register" + why);
   }
   const long mapped = linesWith(d.log, "for zero-copy sends") - mappedBefore;
   const long late = linesWith(d.log, "has not come yet");
@@ -360,21 +359,14 @@ int gpuCount() {
   return gpus;
 }
 
-// One process per rank: rank 0 makes the id and hands it to the others through pipes.
-int runProcess(int rank, int n, int idRead, const std::vector<int>& idWrites, bool expectDirect) {
-  const std::string log = "/tmp/weft-zero-copy-" + std::to_string(getpid()) + ".log";
-  setLogging(log);
+std::string logOfThisProcess() { return "/tmp/weft-zero-copy-" + std::to_string(getpid()) + ".log"; }
+
+// One process per rank (its logging was set before the library read its settings).
+int runProcess(int rank, int n, const ncclUniqueId& id, bool expectDirect) {
+  const std::string log = logOfThisProcess();
   std::vector<Rank> ranks(1);
   ranks[0].device = rank % gpuCount();
   CUDA_OK(cudaSetDevice(ranks[0].device));
-  ncclUniqueId id;
-  if (rank == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 4;
-    for (int fd : idWrites)
-      if (!writeAll(fd, &id, sizeof(id))) return 4;
-  } else if (!readAll(idRead, &id, sizeof(id))) {
-    return 4;
-  }
   if (ncclCommInitRank(&ranks[0].comm, n, id, rank) != ncclSuccess) return 5;
   CUDA_OK(cudaStreamCreateWithFlags(&ranks[0].stream, cudaStreamNonBlocking));
   Driven d{&ranks, {rank}, n, log};
@@ -389,48 +381,8 @@ int runProcess(int rank, int n, int idRead, const std::vector<int>& idWrites, bo
   return gFailed == 0 ? 0 : 1;
 }
 
-int runProcs(int n, bool expectDirect) {
-  std::vector<int> reads(n, -1), writes(n, -1);
-  for (int g = 1; g < n; ++g) {
-    int p[2];
-    if (pipe(p) != 0) return 2;
-    reads[g] = p[0];
-    writes[g] = p[1];
-  }
-  std::vector<pid_t> pids(n);
-  for (int g = 0; g < n; ++g) {
-    pids[g] = fork();
-    if (pids[g] < 0) return 2;
-    if (pids[g] == 0) {
-      std::vector<int> mine;
-      for (int h = 1; h < n; ++h) {
-        if (h != g) close(reads[h]);
-        if (g == 0)
-          mine.push_back(writes[h]);
-        else
-          close(writes[h]);
-      }
-      _exit(runProcess(g, n, reads[g], mine, expectDirect));
-    }
-  }
-  for (int g = 1; g < n; ++g) {
-    close(reads[g]);
-    close(writes[g]);
-  }
-  int failed = 0;
-  for (int g = 0; g < n; ++g) {
-    int status = 0;
-    waitpid(pids[g], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      printf("FAIL rank %d process: status %d\n", g, status);
-      ++failed;
-    }
-  }
-  return failed;
-}
-
 int runThreads(int n, bool expectDirect) {
-  const std::string log = "/tmp/weft-zero-copy-" + std::to_string(getpid()) + ".log";
+  const std::string log = logOfThisProcess();
   setLogging(log);
   std::vector<Rank> ranks(n);
   if (!makeOneThreadRanks(ranks, gpuCount())) return 5;
@@ -472,7 +424,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   setenv("NCCL_WEFT_ALLOW_GPU_SHARING", "1", 0);
-  const int failed = mode == "threads" ? runThreads(n, expectDirect) : runProcs(n, expectDirect);
+  const int failed = mode == "threads" ? runThreads(n, expectDirect)
+                                      : forkRanks(
+                                            n,
+                                            [&](int rank, const ncclUniqueId& id) {
+                                              return runProcess(rank, n, id, expectDirect);
+                                            },
+                                            [](int) { setLogging(logOfThisProcess()); });
   printf("%s: %d rank(s), %s: %s\n", argv[0], n, mode.c_str(), failed == 0 ? "PASS" : "FAIL");
   return failed == 0 ? 0 : 1;
 }

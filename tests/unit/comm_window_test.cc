@@ -61,7 +61,8 @@ RankOutcome agree(int rank, const ncclUniqueId& id, void (*edit)(int rank, Windo
   if (s == ncclSuccess) {
     for (int p = 0; p < 4; ++p) {
       const WindowRecord want = bufferRecord(p);
-      WEFT_CHILD_CHECK(all[p].token == want.token && all[p].bytes == want.bytes, "a record differs from what its rank sent");
+      WEFT_CHILD_CHECK(all[p].token == want.token && all[p].bytes == want.bytes,
+                       "a record differs from what its rank sent");
     }
   }
   return test::outcome(s);
@@ -213,6 +214,42 @@ TEST(WindowApi, InsideAGroupTheWindowComesAtGroupEnd) {
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "argument 'win' is NULL")) << ncclGetLastError(nullptr);
   EXPECT_EQ(one.comm.registrations->size(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The device API's flat windows (core/dev_window.h): the team and the plan, pure.
+
+TEST(DeviceWindow, TheTeamIsTheHostsConsecutiveRanks) {
+  const std::vector<uint64_t> twoHosts = {7, 7, 7, 9, 9};
+  LsaTeam t = lsaTeamOf(twoHosts, 1);
+  EXPECT_EQ(t.rank, 1);
+  EXPECT_EQ(t.size, 3);
+  EXPECT_EQ(t.firstWorldRank, 0);
+  t = lsaTeamOf(twoHosts, 4);
+  EXPECT_EQ(t.rank, 1);
+  EXPECT_EQ(t.size, 2);
+  EXPECT_EQ(t.firstWorldRank, 3);
+  t = lsaTeamOf({7, 9, 7, 9}, 2);  // interleaved hosts: NCCL's team arithmetic cannot name them
+  EXPECT_EQ(t.size, 1);
+  EXPECT_EQ(t.rank, 0);
+  EXPECT_EQ(t.firstWorldRank, 2);
+}
+
+TEST(DeviceWindow, PlanPutsEveryBufferAtTheSameDistanceFromItsSlot) {
+  constexpr size_t kGran = 2 << 20, k4G = size_t(1) << 32;
+  FlatPlan p = planFlat({{true, 64 << 20, 0}, {true, 32 << 20, 0}}, kGran);
+  ASSERT_TRUE(p.ok) << p.why;
+  EXPECT_EQ(p.lead, 0u);
+  EXPECT_EQ(p.stride, k4G) << "slots are whole units of 4 GiB (the device code adds to the high word)";
+  p = planFlat({{true, 8 * kGran, 3 * kGran + 4096}, {true, 4 * kGran, kGran + 4096}}, kGran);
+  ASSERT_TRUE(p.ok) << p.why;
+  EXPECT_EQ(p.lead, 3 * kGran + 4096) << "the largest offset";
+  p = planFlat({{true, size_t(5) << 30, 0}, {true, kGran, 0}}, kGran);
+  EXPECT_EQ(p.stride, size_t(1) << 33) << "5 GiB rounds up to 8";
+  EXPECT_FALSE(planFlat({{true, kGran, 0}, {false, 0, 0}}, kGran).ok) << "cudaMalloc memory cannot be remapped";
+  EXPECT_FALSE(planFlat({{true, 4 * kGran, 0}, {true, 4 * kGran, 4096}}, kGran).ok) << "offsets differ mod granule";
+  EXPECT_FALSE(planFlat({{true, kGran + 1, 0}}, kGran).ok);
+  EXPECT_FALSE(planFlat({}, kGran).ok);
 }
 
 // Two window registrations of one communicator in a group share its bootstrap: at ncclGroupEnd

@@ -53,6 +53,8 @@ class P2pConnections {
     return pending_ > 0 && recvSimpleOnly_[channel][peer] && !recvReady_[peer];
   }
   bool anyPending() const { return pending_ > 0; }
+  // This process's fd endpoint (fd_passing.h); null with one rank.
+  p2p::FdEndpoint* endpoint() const { return endpoint_.get(); }
   // Zero-copy sharing of registered buffers with the peers (reg_sharing.h); null with one rank.
   p2p::RegSharing* sharing() const { return sharing_.get(); }
   // First use, receiver side: allocates the buffers of each sender's Simple-only connections to

@@ -1,0 +1,206 @@
+// NCCL's device API on weft's windows: a kernel compiled against NCCL 2.28.9's own nccl_device.h,
+// as a client's kernel is, given window handles from weft's ncclCommWindowRegister.
+//   flat       every rank registers an ncclMemAlloc buffer (all ranks at once: a group for the
+//              ranks a thread drives)
+//   local      the kernel reads its own buffer's values through ncclGetLocalPointer
+//   read       after every rank filled its buffer (rank r: r * 1000003 + i), the kernel reads each
+//              team member's buffer through ncclGetLsaPointer and ncclGetPeerPointer: every
+//              element checked
+//   write      the kernel writes into the next rank's buffer (second half) through
+//              ncclGetPeerPointer; each rank then finds its previous rank's values in its own
+//   cudaMalloc a window of cudaMalloc memory registers and deregisters (its handle is no device
+//              structure: device code cannot use it, collectives can)
+//   weft_gpu_device_api_test [-n ranks (2)] [-m procs|threads]
+// Ranks sharing a GPU need weft's NCCL_WEFT_ALLOW_GPU_SHARING=1 (set here).
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <nccl_device.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fork_ranks.h"
+#include "one_thread_ranks.h"
+
+namespace {
+
+constexpr size_t kInts = 1 << 20;  // per rank: the first half read, the second half written by a peer
+int gFailed = 0;
+
+void report(int rank, const char* check, bool pass, const std::string& detail) {
+  printf("rank %d %-10s %s | %s\n", rank, check, pass ? "PASS" : "FAIL", detail.c_str());
+  fflush(stdout);
+  if (!pass) ++gFailed;
+}
+
+__global__ void fill(int* buf, int rank) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kInts / 2; i += gridDim.x * blockDim.x)
+    buf[i] = (int)(rank * 1000003 + i);
+}
+
+// out[0]: wrong elements read through the local pointer; out[1]: through the team's; out[2]:
+// elements written.
+__global__ void useWindow(ncclWindow_t win, int rank, int nRanks, unsigned long long* out) {
+  const int* local = (const int*)ncclGetLocalPointer(win, 0);
+  unsigned long long wrong = 0, wrongLocal = 0;
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kInts / 2; i += gridDim.x * blockDim.x)
+    wrongLocal += local[i] != (int)(rank * 1000003 + i);
+  atomicAdd(&out[0], wrongLocal);
+  for (int p = 0; p < nRanks; ++p) {
+    const int* lsa = (const int*)ncclGetLsaPointer(win, 0, p);
+    const int* peer = (const int*)ncclGetPeerPointer(win, 0, p);
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kInts / 2; i += gridDim.x * blockDim.x) {
+      const int want = (int)(p * 1000003 + i);
+      wrong += (lsa[i] != want) + (peer[i] != want);
+    }
+  }
+  atomicAdd(&out[1], wrong);
+  int* next = (int*)ncclGetPeerPointer(win, kInts / 2 * sizeof(int), (rank + 1) % nRanks);
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kInts / 2; i += gridDim.x * blockDim.x)
+    next[i] = rank * 7 + 1 + (int)(i % 1009);
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&out[2], kInts / 2);
+}
+
+struct Driven {
+  std::vector<Rank>* ranks;
+  std::vector<int> ids;
+  int n;
+};
+
+// Every driven rank's stream has finished, and so have every other rank's (an all_reduce waits for all).
+void barrier(Driven& d) {
+  std::vector<float*> one(d.ids.size());
+  ncclGroupStart();
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaMallocAsync((void**)&one[k], sizeof(float), r.stream));
+    if (ncclAllReduce(one[k], one[k], 1, ncclFloat, ncclSum, r.comm, r.stream) != ncclSuccess)
+      report(d.ids[k], "barrier", false, ncclGetLastError(r.comm));
+  }
+  ncclGroupEnd();
+  for (size_t k = 0; k < d.ids.size(); ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaFreeAsync(one[k], r.stream));
+    CUDA_OK(cudaStreamSynchronize(r.stream));
+  }
+}
+
+void runAll(Driven& d) {
+  const size_t m = d.ids.size();
+  std::vector<int*> bufs(m), plain(m);
+  std::vector<ncclWindow_t> wins(m), plainWins(m);
+  for (size_t k = 0; k < m; ++k) {
+    CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+    if (ncclMemAlloc((void**)&bufs[k], kInts * sizeof(int)) != ncclSuccess) report(d.ids[k], "flat", false, "alloc");
+    CUDA_OK(cudaMalloc((void**)&plain[k], 1 << 20));
+  }
+  ncclResult_t s = ncclGroupStart();
+  for (size_t k = 0; k < m && s == ncclSuccess; ++k)
+    s = ncclCommWindowRegister((*d.ranks)[k].comm, bufs[k], kInts * sizeof(int), &wins[k], NCCL_WIN_COLL_SYMMETRIC);
+  ncclResult_t e = ncclGroupEnd();
+  for (size_t k = 0; k < m; ++k) {
+    const bool ok = s == ncclSuccess && e == ncclSuccess && wins[k] != nullptr;
+    report(d.ids[k], "flat", ok, ok ? "registered" : ncclGetLastError((*d.ranks)[k].comm));
+  }
+  if (gFailed) return;
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    fill<<<64, 256, 0, r.stream>>>(bufs[k], d.ids[k]);
+  }
+  barrier(d);
+  std::vector<unsigned long long*> outs(m);
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaMalloc((void**)&outs[k], 3 * sizeof(unsigned long long)));
+    CUDA_OK(cudaMemsetAsync(outs[k], 0, 3 * sizeof(unsigned long long), r.stream));
+    useWindow<<<64, 256, 0, r.stream>>>(wins[k], d.ids[k], d.n, outs[k]);
+    CUDA_OK(cudaGetLastError());
+  }
+  barrier(d);
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    unsigned long long out[3];
+    CUDA_OK(cudaMemcpy(out, outs[k], sizeof(out), cudaMemcpyDeviceToHost));
+    report(d.ids[k], "local", out[0] == 0, std::to_string(out[0]) + " wrong elements through ncclGetLocalPointer");
+    report(d.ids[k], "read", out[1] == 0,
+           std::to_string(out[1]) + " wrong of " + std::to_string(2 * d.n * (kInts / 2)) + " elements read");
+    std::vector<int> host(kInts / 2);
+    CUDA_OK(cudaMemcpy(host.data(), bufs[k] + kInts / 2, host.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    const int prev = (d.ids[k] - 1 + d.n) % d.n;
+    size_t bad = 0;
+    for (size_t i = 0; i < host.size(); ++i) bad += host[i] != prev * 7 + 1 + (int)(i % 1009);
+    report(d.ids[k], "write", bad == 0 && out[2] == kInts / 2, std::to_string(bad) + " wrong elements from rank " +
+                                                                   std::to_string(prev));
+    CUDA_OK(cudaFree(outs[k]));
+  }
+  s = ncclGroupStart();
+  for (size_t k = 0; k < m && s == ncclSuccess; ++k)
+    s = ncclCommWindowRegister((*d.ranks)[k].comm, plain[k], 1 << 20, &plainWins[k], 0);
+  e = ncclGroupEnd();
+  for (size_t k = 0; k < m; ++k) {
+    const bool reg = s == ncclSuccess && e == ncclSuccess && plainWins[k] != nullptr;
+    const bool dereg = ncclCommWindowDeregister((*d.ranks)[k].comm, plainWins[k]) == ncclSuccess;
+    report(d.ids[k], "cudaMalloc", reg && dereg, "a window of cudaMalloc memory registers and deregisters");
+    report(d.ids[k], "dereg", ncclCommWindowDeregister((*d.ranks)[k].comm, wins[k]) == ncclSuccess, "flat window");
+    CUDA_OK(cudaSetDevice((*d.ranks)[k].device));
+    (void)ncclMemFree(bufs[k]);
+    CUDA_OK(cudaFree(plain[k]));
+  }
+}
+
+int gpuCount() {
+  int gpus = 0;
+  CUDA_OK(cudaGetDeviceCount(&gpus));
+  return gpus;
+}
+
+int runProcess(int rank, int n, const ncclUniqueId& id) {
+  std::vector<Rank> ranks(1);
+  ranks[0].device = rank % gpuCount();
+  CUDA_OK(cudaSetDevice(ranks[0].device));
+  if (ncclCommInitRank(&ranks[0].comm, n, id, rank) != ncclSuccess) return 5;
+  CUDA_OK(cudaStreamCreateWithFlags(&ranks[0].stream, cudaStreamNonBlocking));
+  Driven d{&ranks, {rank}, n};
+  runAll(d);
+  ncclCommDestroy(ranks[0].comm);
+  return gFailed == 0 ? 0 : 1;
+}
+
+int runThreads(int n) {
+  std::vector<Rank> ranks(n);
+  if (!makeOneThreadRanks(ranks, gpuCount())) return 5;
+  Driven d{&ranks, {}, n};
+  for (int r = 0; r < n; ++r) d.ids.push_back(r);
+  runAll(d);
+  for (Rank& r : ranks) ncclCommDestroy(r.comm);
+  return gFailed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 2;
+  std::string mode = "procs";
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+      n = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+      mode = argv[++i];
+    } else {
+      fprintf(stderr, "usage: %s [-n ranks] [-m procs|threads]\n", argv[0]);
+      return 2;
+    }
+  }
+  setenv("NCCL_WEFT_ALLOW_GPU_SHARING", "1", 0);
+  const int failed = n < 1 ? 1 : mode == "threads" ? runThreads(n)
+                   : forkRanks(n, [n](int rank, const ncclUniqueId& id) { return runProcess(rank, n, id); });
+  printf("%s: %d rank(s), %s: %s\n", argv[0], n, mode.c_str(), failed == 0 ? "PASS" : "FAIL");
+  return failed == 0 ? 0 : 1;
+}
