@@ -97,11 +97,15 @@ Status flatWindowOf(ncclComm* comm, const std::vector<WindowRecord>& all, const 
   return ncclSuccess;
 }
 
-Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags) {
+}  // namespace
+
+Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags,
+                         Status forcedFailure) {
   WindowRecord mine;
   mine.sequence = comm->windows->registered();
   void* registration = nullptr;
-  const Status local = prepareWindow(comm, buff, size, win, &mine, &registration);
+  const Status local =
+      isError(forcedFailure) ? forcedFailure : prepareWindow(comm, buff, size, win, &mine, &registration);
   const std::string failure = isError(local) ? log::lastErrorOfThread() : "";
   if (isError(local)) mine.part = (uint32_t)WindowPart::kFailed;
   std::vector<WindowRecord> all;
@@ -152,7 +156,6 @@ Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, in
   return ncclSuccess;
 }
 
-}  // namespace
 
 Status agreeOnWindow(bootstrap::Bootstrap* bootstrap, int rank, int nRanks, const WindowRecord& mine,
                      std::vector<WindowRecord>* all) {
@@ -207,6 +210,7 @@ void* WindowTable::add(const Window& w, void* handle) {
                                          : kWindowTag | gNextWindow.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
   windows_[key] = w;
+  if (w.flat && isError(writeDeviceTableLocked())) WEFT_WARN("the device API's window table was not updated");
   return (void*)(uintptr_t)key;
 }
 
@@ -216,7 +220,53 @@ bool WindowTable::remove(const void* handle, Window* out) {
   if (it == windows_.end()) return false;
   *out = it->second;
   windows_.erase(it);
+  if (out->flat && isError(writeDeviceTableLocked())) WEFT_WARN("the device API's window table was not updated");
   return true;
+}
+
+void WindowTable::keep(const void* handle, std::shared_ptr<void> memory) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = windows_.find((uint64_t)(uintptr_t)handle);
+  if (it != windows_.end()) it->second.owned = std::move(memory);
+}
+
+std::shared_ptr<FlatWindow> WindowTable::flatOf(const void* handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = windows_.find((uint64_t)(uintptr_t)handle);
+  return it == windows_.end() ? nullptr : it->second.flat;
+}
+
+Status WindowTable::deviceTable(DevWindowTable** out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (deviceTable_ == nullptr) {
+    void* table = nullptr;
+    WEFT_TRY(runtime::deviceMalloc(&table, sizeof(DevWindowTable)));
+    deviceTable_ = static_cast<DevWindowTable*>(table);
+    WEFT_TRY(writeDeviceTableLocked());
+  }
+  *out = deviceTable_;
+  return ncclSuccess;
+}
+
+// Kernels may search the table while it changes (a window registered while a device-API kernel
+// runs): entries are written whole, in one copy; a window being deregistered must not be in use.
+Status WindowTable::writeDeviceTableLocked() {
+  if (deviceTable_ == nullptr) return ncclSuccess;
+  DevWindowTable host{};
+  int n = 0;
+  for (const auto& [key, w] : windows_) {
+    if (!w.flat) continue;
+    if (n == 32) {
+      WEFT_INFO(log::kReg, "more than 32 windows mapped for the device API: ncclFindWindow finds the first 32");
+      break;
+    }
+    host.entries[n++] = {w.buff, w.bytes, (void*)(uintptr_t)key};
+  }
+  return runtime::deviceMemcpy(deviceTable_, &host, sizeof(host));
+}
+
+WindowTable::~WindowTable() {
+  if (deviceTable_ != nullptr) runtime::freeDeviceQuiet(deviceTable_);
 }
 
 size_t WindowTable::size() const {
@@ -243,7 +293,7 @@ Status registerWindow(ncclComm* comm, void* buff, size_t size, void** win, int w
   auto job = [comm, buff, size, win, winFlags]() -> Status {
     runtime::ScopedDevice device;
     if (comm->cudaDev >= 0) WEFT_TRY(device.set(comm->cudaDev));  // (a stand-in communicator in tests has none)
-    return registerWindowNow(comm, buff, size, win, winFlags);
+    return registerWindowNow(comm, buff, size, win, winFlags, ncclSuccess);
   };
   // Inside a group every communicator's exchanges run at ncclGroupEnd, side by side: one thread
   // may drive several ranks of one communicator (*win is filled then, as NCCL documents). One

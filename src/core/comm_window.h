@@ -73,23 +73,38 @@ class WindowTable {
     size_t bytes = 0;
     int flags = 0;
     std::shared_ptr<FlatWindow> flat;  // mapped for the device API (its device structure is the handle)
+    std::shared_ptr<void> owned;       // memory the library made for it (a device communicator's)
   };
   // Keeps w under `handle`, or under a fresh token when handle is null; returns the handle.
   void* add(const Window& w, void* handle = nullptr);
   // Takes the window out; false when the table holds no such handle.
   bool remove(const void* handle, Window* out);
   size_t size() const;
+  // Window `handle` owns `memory` from now on: it is freed when the window goes.
+  void keep(const void* handle, std::shared_ptr<void> memory);
+  // The flat mapping of window `handle` (null when it has none or there is no such window).
+  std::shared_ptr<FlatWindow> flatOf(const void* handle) const;
   // The windows registered so far (each rank counts the same: agreeOnWindow checks it).
   uint64_t registered() const;
   void countRegistration();
+  // The device table of the flat windows (NCCL's ncclFindWindow searches it), made on first use
+  // on the current device and rewritten whenever windows come or go. Null until asked for.
+  [[nodiscard]] Status deviceTable(DevWindowTable** out);
+  ~WindowTable();
 
  private:
+  [[nodiscard]] Status writeDeviceTableLocked();
   mutable std::mutex mutex_;
   std::map<uint64_t, Window> windows_;
   uint64_t registered_ = 0;
+  DevWindowTable* deviceTable_ = nullptr;
 };
 
 [[nodiscard]] Status registerWindow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags);
+// The collective part, now (no group deferral): for callers that are collective themselves
+// (ncclDevCommCreate). `forcedFailure`: this rank's call already failed (the others are told so).
+[[nodiscard]] Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags,
+                                       Status forcedFailure);
 [[nodiscard]] Status deregisterWindow(ncclComm* comm, void* win);
 
 }  // namespace weft::core

@@ -104,7 +104,8 @@ Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector
     const std::string from = "rank " + std::to_string(peer);
     WEFT_TRY(self->mapping_.mapFd(m, plan.lead - parts[m].offset, fd.get(), parts[m].allocBytes, from.c_str()));
   }
-  WindowVidmem host{};
+  self->team_ = team;
+  WindowVidmem& host = self->host_;
   host.winHost = self.get();
   host.lsaFlatBase = self->mapping_.base() + plan.lead;
   host.lsaRank = team.rank;

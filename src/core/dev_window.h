@@ -68,6 +68,8 @@ class FlatWindow {
  public:
   ~FlatWindow();
   WindowVidmem* device() const { return device_; }
+  const WindowVidmem& host() const { return host_; }  // what device() holds
+  const LsaTeam& team() const { return team_; }
   // Collective over the team: sends this rank's allocation (fd) to every member, maps every
   // member's, and uploads the structure. `parts` are the team's (from the window exchange),
   // `sequence` tags the fds. Errors name the member.
@@ -78,6 +80,19 @@ class FlatWindow {
  private:
   runtime::FlatMapping mapping_;
   WindowVidmem* device_ = nullptr;
+  WindowVidmem host_{};
+  LsaTeam team_;
 };
+
+// NCCL 2.28.9's ncclDevCommWindowTable (nccl_device/impl/comm__types.h): what its ncclFindWindow
+// searches for the window holding a pointer.
+struct DevWindowTable {
+  struct Entry {
+    uintptr_t base, size;
+    void* window;
+  } entries[32];
+  DevWindowTable* next;
+};
+static_assert(sizeof(DevWindowTable) == 776, "ncclDevCommWindowTable is 776 bytes in NCCL 2.28.9");
 
 }  // namespace weft::core

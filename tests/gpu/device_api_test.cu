@@ -8,6 +8,14 @@
 //              element checked
 //   write      the kernel writes into the next rank's buffer (second half) through
 //              ncclGetPeerPointer; each rank then finds its previous rank's values in its own
+//   devcomm    ncclDevCommCreate (all ranks at once) with the built-in LSA barrier, one made by
+//              ncclLsaBarrierCreateRequirement over ncclTeamLsa and a resource buffer of its own;
+//              ncclTeamWorld/Lsa/Rail answer; a kernel then runs 200 rounds: write a value into
+//              its resource buffer, sync the requirement's barrier, read every member's value
+//              through ncclGetResourceBufferLsaPointer (all checked), and finds the flat window
+//              with ncclFindWindow; a last sync on the built-in barrier; ncclDevCommDestroy
+//   no-cumem   with NCCL_CUMEM_ENABLE=0 (ncclMemAlloc gives cudaMalloc memory) ncclDevCommCreate
+//              refuses, saying why, and no kernel runs
 //   cudaMalloc a window of cudaMalloc memory registers and deregisters (its handle is no device
 //              structure: device code cannot use it, collectives can)
 //   weft_gpu_device_api_test [-n ranks (2)] [-m procs|threads]
@@ -63,6 +71,31 @@ __global__ void useWindow(ncclWindow_t win, int rank, int nRanks, unsigned long 
   if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&out[2], kInts / 2);
 }
 
+constexpr int kRounds = 200;
+
+// out[0]: wrong values read; out[1]: ncclFindWindow found the window of `buff`.
+__global__ void barrierRounds(ncclDevComm dc, ncclLsaBarrierHandle bar, ncclDevResourceHandle data, ncclWindow_t win,
+                              const void* buff, unsigned long long* out) {
+  int* mine = (int*)ncclGetResourceBufferLocalPointer(dc, data);
+  unsigned long long wrong = 0;
+  {
+    ncclLsaBarrierSession<ncclCoopCta> session{ncclCoopCta(), dc, ncclTeamLsa(dc), bar, 0};
+    for (int r = 0; r < kRounds; ++r) {
+      if (threadIdx.x == 0) mine[r % 2] = r * 1000 + dc.lsaRank;  // two slots: a slow reader keeps its round's
+      session.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+      for (int p = threadIdx.x; p < dc.lsaSize; p += blockDim.x) {
+        const volatile int* theirs = (const volatile int*)ncclGetResourceBufferLsaPointer(dc, data, p);
+        wrong += theirs[r % 2] != r * 1000 + p;
+      }
+    }
+  }
+  ncclLsaBarrierSession<ncclCoopCta> builtIn{ncclCoopCta(), dc, ncclTeamTagLsa(), 0};
+  builtIn.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+  ncclWindow_t found = ncclFindWindow(ncclCoopCta(), dc, buff);
+  if (threadIdx.x == 0) out[1] = found == win;
+  atomicAdd(&out[0], wrong);
+}
+
 struct Driven {
   std::vector<Rank>* ranks;
   std::vector<int> ids;
@@ -89,6 +122,84 @@ void barrier(Driven& d) {
   }
 }
 
+bool noCuMem() {
+  const char* v = getenv("NCCL_CUMEM_ENABLE");
+  return v != nullptr && atoi(v) == 0;
+}
+
+// NCCL_CUMEM_ENABLE=0: ncclDevCommCreate must refuse, every rank, saying why.
+void noDeviceApi(Driven& d) {
+  const size_t m = d.ids.size();
+  std::vector<ncclDevCommRequirements> reqs(m);
+  std::vector<ncclDevComm> dcs(m);
+  ncclResult_t s = ncclGroupStart();
+  for (size_t k = 0; k < m; ++k) {
+    memset(&reqs[k], 0, sizeof(reqs[k]));
+    reqs[k].lsaBarrierCount = 1;
+    (void)ncclDevCommCreate((*d.ranks)[k].comm, &reqs[k], &dcs[k]);
+  }
+  s = ncclGroupEnd();
+  const std::string why = ncclGetLastError((*d.ranks)[0].comm);
+  report(d.ids[0], "no-cumem", s == ncclInvalidUsage && why.find("needs cuMem") != std::string::npos,
+         "ncclDevCommCreate refused: " + why);
+}
+
+void devComms(Driven& d, const std::vector<int*>& bufs, const std::vector<ncclWindow_t>& wins) {
+  const size_t m = d.ids.size();
+  std::vector<ncclDevCommRequirements> reqs(m);
+  std::vector<ncclDevResourceRequirements> barReq(m), dataReq(m);
+  std::vector<ncclLsaBarrierHandle> bars(m);
+  std::vector<ncclDevResourceHandle> data(m);
+  std::vector<ncclDevComm> dcs(m);
+  ncclResult_t s = ncclSuccess;
+  for (size_t k = 0; k < m && s == ncclSuccess; ++k) {
+    ncclComm_t comm = (*d.ranks)[k].comm;
+    const ncclTeam world = ncclTeamWorld(comm), lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
+    report(d.ids[k], "teams", world.nRanks == d.n && world.rank == d.ids[k] && lsa.nRanks == d.n &&
+                                  lsa.rank == d.ids[k] && rail.nRanks == 1 && rail.stride == d.n &&
+                                  ncclTeamRankToWorld(comm, lsa, d.n - 1) == d.n - 1,
+           "world " + std::to_string(world.nRanks) + "/" + std::to_string(world.rank) + ", lsa " +
+               std::to_string(lsa.nRanks) + "/" + std::to_string(lsa.rank) + ", rail " + std::to_string(rail.nRanks));
+    memset(&reqs[k], 0, sizeof(reqs[k]));
+    memset(&dataReq[k], 0, sizeof(dataReq[k]));
+    s = ncclLsaBarrierCreateRequirement(lsa, 1, &bars[k], &barReq[k]);
+    dataReq[k].bufferSize = 2 * sizeof(int);
+    dataReq[k].outBufferHandle = &data[k];
+    barReq[k].next = &dataReq[k];
+    reqs[k].resourceRequirementsList = &barReq[k];
+    reqs[k].lsaBarrierCount = 1;
+  }
+  ncclResult_t g = ncclGroupStart();
+  for (size_t k = 0; k < m && s == ncclSuccess; ++k) s = ncclDevCommCreate((*d.ranks)[k].comm, &reqs[k], &dcs[k]);
+  ncclResult_t e = ncclGroupEnd();
+  for (size_t k = 0; k < m; ++k)
+    report(d.ids[k], "devcomm", g == ncclSuccess && s == ncclSuccess && e == ncclSuccess,
+           s == ncclSuccess && e == ncclSuccess ? "created" : ncclGetLastError((*d.ranks)[k].comm));
+  if (gFailed) return;
+  std::vector<unsigned long long*> outs(m);
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaMalloc((void**)&outs[k], 2 * sizeof(unsigned long long)));
+    CUDA_OK(cudaMemsetAsync(outs[k], 0, 2 * sizeof(unsigned long long), r.stream));
+    barrierRounds<<<1, 128, 0, r.stream>>>(dcs[k], bars[k], data[k], wins[k], bufs[k], outs[k]);
+    CUDA_OK(cudaGetLastError());
+  }
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaStreamSynchronize(r.stream));
+    unsigned long long out[2];
+    CUDA_OK(cudaMemcpy(out, outs[k], sizeof(out), cudaMemcpyDeviceToHost));
+    report(d.ids[k], "barrier", out[0] == 0,
+           std::to_string(out[0]) + " wrong of " + std::to_string(kRounds * d.n) + " values read across " +
+               std::to_string(kRounds) + " barrier rounds");
+    report(d.ids[k], "findwindow", out[1] == 1, "ncclFindWindow names the buffer's window");
+    report(d.ids[k], "devdestroy", ncclDevCommDestroy(r.comm, &dcs[k]) == ncclSuccess, "");
+    CUDA_OK(cudaFree(outs[k]));
+  }
+}
+
 void runAll(Driven& d) {
   const size_t m = d.ids.size();
   std::vector<int*> bufs(m), plain(m);
@@ -107,6 +218,10 @@ void runAll(Driven& d) {
     report(d.ids[k], "flat", ok, ok ? "registered" : ncclGetLastError((*d.ranks)[k].comm));
   }
   if (gFailed) return;
+  if (noCuMem()) {  // ncclMemAlloc gives cudaMalloc memory: windows work, but not for device code
+    noDeviceApi(d);
+    return;
+  }
   for (size_t k = 0; k < m; ++k) {
     Rank& r = (*d.ranks)[k];
     CUDA_OK(cudaSetDevice(r.device));
@@ -140,6 +255,7 @@ void runAll(Driven& d) {
                                                                    std::to_string(prev));
     CUDA_OK(cudaFree(outs[k]));
   }
+  devComms(d, bufs, wins);
   s = ncclGroupStart();
   for (size_t k = 0; k < m && s == ncclSuccess; ++k)
     s = ncclCommWindowRegister((*d.ranks)[k].comm, plain[k], 1 << 20, &plainWins[k], 0);

@@ -16,6 +16,7 @@
 
 #include "bootstrap_fork_harness.h"
 #include "core/comm_window.h"
+#include "core/dev_comm.h"
 #include "core/communicator.h"
 #include "core/registrations.h"
 #include "enqueue/group.h"
@@ -250,6 +251,55 @@ TEST(DeviceWindow, PlanPutsEveryBufferAtTheSameDistanceFromItsSlot) {
   EXPECT_FALSE(planFlat({{true, 4 * kGran, 0}, {true, 4 * kGran, 4096}}, kGran).ok) << "offsets differ mod granule";
   EXPECT_FALSE(planFlat({{true, kGran + 1, 0}}, kGran).ok);
   EXPECT_FALSE(planFlat({}, kGran).ok);
+}
+
+TEST(DeviceComm, BarrierSizesReciprocalsAndTeams) {
+  EXPECT_EQ(lsaBarrierBytes(2, 4), 4u * 2 * (3 + 4)) << "epochs x2, multicast inbox, one inbox per team rank";
+  EXPECT_EQ(lsaBarrierBytes(0, 8), 0u);
+  EXPECT_EQ(divisionReciprocal(1), 0u) << "NCCL's fast division treats 0 as 'divide by one'";
+  EXPECT_EQ(divisionReciprocal(3), UINT32_MAX / 3);
+  EXPECT_EQ(divisionReciprocal(4), UINT32_MAX / 4 + 1);
+  LsaBarrierHandle h{};
+  DevResourceRequirement req{};
+  req.ginSignalCount = 5;
+  ASSERT_EQ(lsaBarrierCreateRequirement({4, 1, 1}, 3, &h, &req), ncclSuccess);
+  EXPECT_EQ(h.nBarriers, 3);
+  EXPECT_EQ(req.bufferSize, lsaBarrierBytes(3, 4));
+  EXPECT_EQ(req.outBufferHandle, &h.bufHandle) << "ncclDevCommCreate writes the barrier's place there";
+  EXPECT_EQ(req.ginSignalCount, 0) << "the rest is cleared";
+  EXPECT_EQ(lsaBarrierCreateRequirement({4, 1, 1}, -1, &h, &req), ncclInvalidArgument);
+  EXPECT_EQ(lsaBarrierCreateRequirement({4, 1, 1}, 1, nullptr, &req), ncclInvalidArgument);
+  ncclComm comm;  // a stand-in: 6 ranks, no peer table (each rank is its own host's team)
+  comm.rank = 4;
+  comm.nRanks = 6;
+  const DevTeam lsa = teamLsa(&comm), rail = teamRail(&comm), world = teamWorld(&comm);
+  EXPECT_EQ(lsa.nRanks, 1);
+  EXPECT_EQ(lsa.rank, 0);
+  EXPECT_EQ(rail.nRanks, 6);
+  EXPECT_EQ(rail.rank, 4);
+  EXPECT_EQ(world.rank, 4);
+}
+
+TEST(DeviceComm, WhatWeftLacksIsRefusedNamingTheField) {
+  OneRank one;
+  DevCommRequirements reqs{};
+  DevCommAbi dc{};
+  reqs.lsaMultimem = true;
+  EXPECT_EQ(devCommCreate(&one.comm, &reqs, &dc), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "lsaMultimem")) << ncclGetLastError(nullptr);
+  reqs = DevCommRequirements{};
+  reqs.ginSignalCount = 2;
+  EXPECT_EQ(devCommCreate(&one.comm, &reqs, &dc), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "gin*")) << ncclGetLastError(nullptr);
+  reqs = DevCommRequirements{};
+  reqs.lsaLLA2ABlockCount = 1;
+  EXPECT_EQ(devCommCreate(&one.comm, &reqs, &dc), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "lsaLLA2A")) << ncclGetLastError(nullptr);
+  EXPECT_EQ(devCommCreate(&one.comm, nullptr, &dc), ncclInvalidArgument);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "argument 'reqs' is NULL")) << ncclGetLastError(nullptr);
+  EXPECT_EQ(one.comm.windows->size(), 0u) << "nothing kept";
+  EXPECT_EQ(one.comm.windows->registered(), 4u) << "each refusal still took part in an exchange";
+  EXPECT_EQ(devCommDestroy(&one.comm, &dc), ncclInvalidUsage) << "never created";
 }
 
 // Two window registrations of one communicator in a group share its bootstrap: at ncclGroupEnd
