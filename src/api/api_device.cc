@@ -1,6 +1,5 @@
 // The host entry points of NCCL's device API (nccl_device.h, NCCL 2.28): core/dev_comm.h. The GIN
-// barrier (the network) and the LSA all-to-all are not provided: those return ncclInvalidUsage
-// (their answer-only companions warn and answer 0).
+// barrier (the network) is not provided: it returns ncclInvalidUsage.
 #include "api/export.h"
 #include "core/comm_checks.h"
 #include "core/communicator.h"
@@ -11,11 +10,11 @@ using weft::core::DevCommAbi;
 using weft::core::DevCommRequirements;
 using weft::core::DevResourceRequirement;
 using weft::core::DevTeam;
+using weft::core::LLA2AHandle;
 using weft::core::LsaBarrierHandle;
 
 namespace {
 constexpr const char* kNoNetwork = "the device API's network part (GIN) needs a network transport, which weft lacks";
-constexpr const char* kNoA2A = "the device API's LSA all-to-all (ncclLLA2A) is not provided by weft yet";
 
 // The team calls cannot return an error: an unusable communicator gets an empty team and a warning.
 bool usable(ncclComm_t comm, const char* fn) { return weft::core::checkCommHandle(comm, fn) == ncclSuccess; }
@@ -58,12 +57,15 @@ WEFT_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t, ncclTeam, in
          ncclDevResourceRequirements*) {
   return notImplemented("ncclGinBarrierCreateRequirement", kNoNetwork);
 }
-WEFT_API(ncclResult_t, ncclLLA2ACreateRequirement, int, int, ncclLLA2AHandle*, ncclDevResourceRequirements*) {
-  return notImplemented("ncclLLA2ACreateRequirement", kNoA2A);
+WEFT_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, ncclLLA2AHandle* outHandle,
+         ncclDevResourceRequirements* outReq) {
+  return weft::api::guard("ncclLLA2ACreateRequirement", [&]() -> ncclResult_t {
+    return weft::core::lla2aCreateRequirement(nBlocks, nSlots, reinterpret_cast<LLA2AHandle*>(outHandle),
+                                              reinterpret_cast<DevResourceRequirement*>(outReq));
+  });
 }
-WEFT_API(int, ncclLLA2ACalcSlots, int, int) {
-  (void)notImplemented("ncclLLA2ACalcSlots", kNoA2A);
-  return 0;
+WEFT_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
+  return weft::core::lla2aCalcSlots(maxElts, maxEltSize);
 }
 WEFT_API(ncclTeam, ncclTeamWorld, ncclComm_t comm) {
   return usable(comm, "ncclTeamWorld") ? toAbi(weft::core::teamWorld(comm)) : ncclTeam{0, -1, 0};

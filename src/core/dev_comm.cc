@@ -38,7 +38,6 @@ Status checkSupported(const ncclComm* comm, const DevCommRequirements& r) {
   if (r.lsaMultimem) field = "lsaMultimem (NVLink multicast, which weft never uses)";
   else if (r.railGinBarrierCount != 0) field = "railGinBarrierCount (the network, GIN)";
   else if (r.ginForceEnable || r.ginSignalCount != 0 || r.ginCounterCount != 0) field = "gin* (the network, GIN)";
-  else if (r.lsaLLA2ABlockCount != 0 || r.lsaLLA2ASlotCount != 0) field = "lsaLLA2A* (the LSA all-to-all)";
   else if (r.barrierCount != 0 && !oneHost(comm)) field = "barrierCount across hosts (the network, GIN)";
   int n = 0;
   for (const DevTeamRequirement* t = r.teamRequirementsList; t != nullptr && field == nullptr; t = t->next)
@@ -75,6 +74,9 @@ ResourceLayout layoutOf(const DevCommRequirements& r, int lsaSize, bool oneHostC
   l.barrierAt = at;
   at += lsaBarrierBytes(l.barriers, lsaSize);
   l.bytes = alignUp(std::max<size_t>(at, kUnit), kUnit);
+  if (r.lsaLLA2ABlockCount != 0 || r.lsaLLA2ASlotCount != 0)  // ncclDevComm has no field that would name it
+    WEFT_INFO(log::kReg, "%s: lsaLLA2A* asks for an all-to-all buffer no ncclDevComm field names; use "
+              "ncclLLA2ACreateRequirement", kCreateFn);
   return l;
 }
 
@@ -129,6 +131,33 @@ Status createNow(ncclComm* comm, const DevCommRequirements* reqs, DevCommAbi* ou
 }
 
 }  // namespace
+
+size_t lla2aBytes(int nBlocks, int nSlots) {
+  return nBlocks <= 0 || nSlots < 0 ? 0 : (size_t)16 * (size_t)nBlocks * (1 + 2 * (size_t)nSlots);
+}
+
+int lla2aCalcSlots(int maxElts, int maxEltSize) {
+  if (maxElts <= 0 || maxEltSize <= 0 || (int64_t)maxElts * ((maxEltSize + 7) / 8) > INT32_MAX) {
+    WEFT_WARN("ncclLLA2ACalcSlots: %d elements of %d bytes make no sense; 0 slots", maxElts, maxEltSize);
+    return 0;
+  }
+  return maxElts * ((maxEltSize + 7) / 8);
+}
+
+Status lla2aCreateRequirement(int nBlocks, int nSlots, LLA2AHandle* outHandle, DevResourceRequirement* outReq) {
+  constexpr const char* fn = "ncclLLA2ACreateRequirement";
+  WEFT_CHECK_ARG(outHandle != nullptr && outReq != nullptr, "%s: argument '%s' is NULL", fn,
+                 outHandle == nullptr ? "outHandle" : "outReq");
+  WEFT_CHECK_ARG(nBlocks > 0 && nSlots > 0 && (uint64_t)nBlocks * (1 + 2 * (uint64_t)nSlots) < (1ull << 36),
+                 "%s: %d blocks of %d slots make no sense", fn, nBlocks, nSlots);
+  std::memset(outReq, 0, sizeof(*outReq));
+  outReq->bufferSize = lla2aBytes(nBlocks, nSlots);
+  outReq->bufferAlign = kUnit;
+  outReq->outBufferHandle = &outHandle->bufHandle;
+  outHandle->bufHandle = 0;
+  outHandle->nSlots = (uint32_t)nSlots;
+  return ncclSuccess;
+}
 
 size_t lsaBarrierBytes(int nBarriers, int teamRanks) {
   return nBarriers <= 0 ? 0 : sizeof(uint32_t) * (size_t)nBarriers * (3 + (size_t)std::max(teamRanks, 1));

@@ -5,9 +5,9 @@
 // What works: the LSA team (the ranks of one host when they are consecutive), window pointers
 // (core/dev_window.h), resource buffers (ncclDevResourceRequirements), LSA barriers
 // (lsaBarrierCount, ncclLsaBarrierCreateRequirement; barrierCount too when the communicator is one
-// host) and ncclFindWindow. What is refused with ncclInvalidUsage, naming the field: multimem (NVLink
-// multicast, which weft never uses), the network (GIN signals, counters, rail barriers, contexts)
-// and the LSA all-to-all (lsaLLA2A*), which weft does not provide yet.
+// host), the LSA all-to-all's buffers (ncclLLA2ACreateRequirement) and ncclFindWindow. What is
+// refused with ncclInvalidUsage, naming the field: multimem (NVLink multicast, which weft never
+// uses) and the network (GIN signals, counters, rail barriers, contexts).
 #pragma once
 
 #include <cstddef>
@@ -102,6 +102,17 @@ size_t lsaBarrierBytes(int nBarriers, int teamRanks);
 DevTeam teamWorld(const ncclComm* comm);
 DevTeam teamLsa(const ncclComm* comm);
 DevTeam teamRail(const ncclComm* comm);
+
+struct LLA2AHandle {
+  uint32_t bufHandle;
+  uint32_t nSlots;
+};
+// The LSA all-to-all's buffer: per block a header line and two sets (alternate epochs) of nSlots
+// 16-byte lines; an element takes one line per 8 bytes. Pure.
+size_t lla2aBytes(int nBlocks, int nSlots);
+int lla2aCalcSlots(int maxElts, int maxEltSize);  // 0 (and a warning) for nonsense
+[[nodiscard]] Status lla2aCreateRequirement(int nBlocks, int nSlots, LLA2AHandle* outHandle,
+                                            DevResourceRequirement* outReq);
 
 [[nodiscard]] Status lsaBarrierCreateRequirement(DevTeam team, int nBarriers, LsaBarrierHandle* outHandle,
                                                  DevResourceRequirement* outReq);

@@ -13,7 +13,10 @@
 //              ncclTeamWorld/Lsa/Rail answer; a kernel then runs 200 rounds: write a value into
 //              its resource buffer, sync the requirement's barrier, read every member's value
 //              through ncclGetResourceBufferLsaPointer (all checked), and finds the flat window
-//              with ncclFindWindow; a last sync on the built-in barrier; ncclDevCommDestroy
+//              with ncclFindWindow; a last sync on the built-in barrier
+//   lla2a      200 epochs of the LSA all-to-all (ncclLLA2ACreateRequirement in the same device
+//              communicator): each rank sends every member a value and checks what it receives;
+//              then ncclDevCommDestroy
 //   no-cumem   with NCCL_CUMEM_ENABLE=0 (ncclMemAlloc gives cudaMalloc memory) ncclDevCommCreate
 //              refuses, saying why, and no kernel runs
 //   cudaMalloc a window of cudaMalloc memory registers and deregisters (its handle is no device
@@ -96,6 +99,20 @@ __global__ void barrierRounds(ncclDevComm dc, ncclLsaBarrierHandle bar, ncclDevR
   atomicAdd(&out[0], wrong);
 }
 
+// out[0] += wrong values received through the LSA all-to-all, over kRounds epochs.
+__global__ void allToAllRounds(ncclDevComm dc, ncclLLA2AHandle handle, unsigned long long* out) {
+  unsigned long long wrong = 0;
+  ncclLLA2ASession<ncclCoopCta> a2a{ncclCoopCta(), dc, ncclTeamLsa(dc), handle, 0, dc.lsaSize};
+  for (int r = 0; r < kRounds; ++r) {
+    for (int p = threadIdx.x; p < dc.lsaSize; p += blockDim.x)  // slot `lsaRank` at every member
+      a2a.send(p, dc.lsaRank, (uint64_t)(r * 1000 + dc.lsaRank) << 32 | (uint64_t)p);
+    for (int q = threadIdx.x; q < dc.lsaSize; q += blockDim.x)
+      wrong += a2a.template recv<uint64_t>(q) != ((uint64_t)(r * 1000 + q) << 32 | (uint64_t)dc.lsaRank);
+    a2a.endEpoch(ncclCoopCta());
+  }
+  atomicAdd(&out[0], wrong);
+}
+
 struct Driven {
   std::vector<Rank>* ranks;
   std::vector<int> ids;
@@ -147,7 +164,8 @@ void noDeviceApi(Driven& d) {
 void devComms(Driven& d, const std::vector<int*>& bufs, const std::vector<ncclWindow_t>& wins) {
   const size_t m = d.ids.size();
   std::vector<ncclDevCommRequirements> reqs(m);
-  std::vector<ncclDevResourceRequirements> barReq(m), dataReq(m);
+  std::vector<ncclDevResourceRequirements> barReq(m), dataReq(m), a2aReq(m);
+  std::vector<ncclLLA2AHandle> a2a(m);
   std::vector<ncclLsaBarrierHandle> bars(m);
   std::vector<ncclDevResourceHandle> data(m);
   std::vector<ncclDevComm> dcs(m);
@@ -165,7 +183,10 @@ void devComms(Driven& d, const std::vector<int*>& bufs, const std::vector<ncclWi
     s = ncclLsaBarrierCreateRequirement(lsa, 1, &bars[k], &barReq[k]);
     dataReq[k].bufferSize = 2 * sizeof(int);
     dataReq[k].outBufferHandle = &data[k];
+    const int slots = ncclLLA2ACalcSlots(d.n, sizeof(uint64_t));
+    if (s == ncclSuccess) s = ncclLLA2ACreateRequirement(1, slots, &a2a[k], &a2aReq[k]);
     barReq[k].next = &dataReq[k];
+    dataReq[k].next = &a2aReq[k];
     reqs[k].resourceRequirementsList = &barReq[k];
     reqs[k].lsaBarrierCount = 1;
   }
@@ -195,6 +216,23 @@ void devComms(Driven& d, const std::vector<int*>& bufs, const std::vector<ncclWi
            std::to_string(out[0]) + " wrong of " + std::to_string(kRounds * d.n) + " values read across " +
                std::to_string(kRounds) + " barrier rounds");
     report(d.ids[k], "findwindow", out[1] == 1, "ncclFindWindow names the buffer's window");
+    CUDA_OK(cudaMemset(outs[k], 0, sizeof(unsigned long long)));
+  }
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    allToAllRounds<<<1, 64, 0, r.stream>>>(dcs[k], a2a[k], outs[k]);
+    CUDA_OK(cudaGetLastError());
+  }
+  for (size_t k = 0; k < m; ++k) {
+    Rank& r = (*d.ranks)[k];
+    CUDA_OK(cudaSetDevice(r.device));
+    CUDA_OK(cudaStreamSynchronize(r.stream));
+    unsigned long long wrong = 0;
+    CUDA_OK(cudaMemcpy(&wrong, outs[k], sizeof(wrong), cudaMemcpyDeviceToHost));
+    report(d.ids[k], "lla2a", wrong == 0,
+           std::to_string(wrong) + " wrong of " + std::to_string(kRounds * d.n) + " values received over " +
+               std::to_string(kRounds) + " all-to-all epochs");
     report(d.ids[k], "devdestroy", ncclDevCommDestroy(r.comm, &dcs[k]) == ncclSuccess, "");
     CUDA_OK(cudaFree(outs[k]));
   }

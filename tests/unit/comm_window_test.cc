@@ -269,6 +269,17 @@ TEST(DeviceComm, BarrierSizesReciprocalsAndTeams) {
   EXPECT_EQ(req.ginSignalCount, 0) << "the rest is cleared";
   EXPECT_EQ(lsaBarrierCreateRequirement({4, 1, 1}, -1, &h, &req), ncclInvalidArgument);
   EXPECT_EQ(lsaBarrierCreateRequirement({4, 1, 1}, 1, nullptr, &req), ncclInvalidArgument);
+  // The LSA all-to-all: an element takes a 16-byte line per 8 bytes; per block a header line and
+  // two epochs' worth of slots.
+  EXPECT_EQ(lla2aCalcSlots(8, 8), 8);
+  EXPECT_EQ(lla2aCalcSlots(8, 12), 16);
+  EXPECT_EQ(lla2aCalcSlots(0, 8), 0);
+  LLA2AHandle a{};
+  ASSERT_EQ(lla2aCreateRequirement(2, 16, &a, &req), ncclSuccess);
+  EXPECT_EQ(a.nSlots, 16u);
+  EXPECT_EQ(req.bufferSize, 2u * 16 * (1 + 2 * 16));
+  EXPECT_EQ(req.outBufferHandle, &a.bufHandle);
+  EXPECT_EQ(lla2aCreateRequirement(0, 16, &a, &req), ncclInvalidArgument);
   ncclComm comm;  // a stand-in: 6 ranks, no peer table (each rank is its own host's team)
   comm.rank = 4;
   comm.nRanks = 6;
@@ -292,9 +303,9 @@ TEST(DeviceComm, WhatWeftLacksIsRefusedNamingTheField) {
   EXPECT_EQ(devCommCreate(&one.comm, &reqs, &dc), ncclInvalidUsage);
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "gin*")) << ncclGetLastError(nullptr);
   reqs = DevCommRequirements{};
-  reqs.lsaLLA2ABlockCount = 1;
+  reqs.railGinBarrierCount = 1;
   EXPECT_EQ(devCommCreate(&one.comm, &reqs, &dc), ncclInvalidUsage);
-  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "lsaLLA2A")) << ncclGetLastError(nullptr);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "railGinBarrierCount")) << ncclGetLastError(nullptr);
   EXPECT_EQ(devCommCreate(&one.comm, nullptr, &dc), ncclInvalidArgument);
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "argument 'reqs' is NULL")) << ncclGetLastError(nullptr);
   EXPECT_EQ(one.comm.windows->size(), 0u) << "nothing kept";
