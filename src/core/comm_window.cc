@@ -87,8 +87,7 @@ Status flatWindowOf(ncclComm* comm, const std::vector<WindowRecord>& all, const 
   if (!parts[team.rank].capable || isError(runtime::FlatMapping::granularity(&gran))) return ncclSuccess;
   const FlatPlan plan = planFlat(parts, gran);
   if (!plan.ok) {
-    WEFT_INFO(log::kReg, "%s: rank %d: no device-API pointers for this window: %s", kRegisterFn, comm->rank,
-              plan.why);
+    WEFT_INFO(log::kReg, "%s: rank %d: no device-API pointers for this window: %s", kRegisterFn, comm->rank, plan.why);
     return ncclSuccess;
   }
   std::unique_ptr<FlatWindow> flat;
@@ -99,8 +98,7 @@ Status flatWindowOf(ncclComm* comm, const std::vector<WindowRecord>& all, const 
 
 }  // namespace
 
-Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags,
-                         Status forcedFailure) {
+Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags, Status forcedFailure) {
   WindowRecord mine;
   mine.sequence = comm->windows->registered();
   void* registration = nullptr;
@@ -131,8 +129,11 @@ Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, in
         expected.emplace_back(p, r.token);
     }
     Status s = sharing->awaitShares(comm, std::move(expected), std::chrono::steady_clock::now() + kAwaitShares);
-    if (isError(s)) WEFT_INFO(log::kReg, "%s: rank %d: mapping the peers' windows failed; sends take the connection "
-                              "buffers", kRegisterFn, comm->rank);
+    if (isError(s))
+      WEFT_INFO(log::kReg,
+                "%s: rank %d: mapping the peers' windows failed; sends take the connection "
+                "buffers",
+                kRegisterFn, comm->rank);
   }
   WindowTable::Window w;
   w.registration = registration;
@@ -141,21 +142,21 @@ Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, in
   w.flags = winFlags;
   Status flat = flatWindowOf(comm, all, buff, &w.flat);
   if (isError(flat)) {
-    WEFT_WARN("%s: rank %d: the window could not be mapped for the device API (see the warning before); no window "
-              "was made on this rank", kRegisterFn, comm->rank);
+    WEFT_WARN(
+        "%s: rank %d: the window could not be mapped for the device API (see the warning before); no window "
+        "was made on this rank",
+        kRegisterFn, comm->rank);
     if (registration != nullptr) (void)deregisterBuffer(comm, registration, kRegisterFn);
     comm->setLastError(log::lastErrorOfThread());
     return flat;
   }
   *win = comm->windows->add(w, w.flat ? (void*)w.flat->device() : nullptr);
   WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes, flags %#x) -> window %p (registration %p, %s, %s)",
-            kRegisterFn,
-            comm->rank, buff, size, (unsigned)winFlags, *win, registration,
+            kRegisterFn, comm->rank, buff, size, (unsigned)winFlags, *win, registration,
             mine.sharedWithAll ? "shared with every peer of this host" : "not shared",
             w.flat ? "mapped flat for the device API" : "no device-API pointers");
   return ncclSuccess;
 }
-
 
 Status agreeOnWindow(bootstrap::Bootstrap* bootstrap, int rank, int nRanks, const WindowRecord& mine,
                      std::vector<WindowRecord>* all) {
@@ -192,14 +193,15 @@ Status agreeOnWindow(bootstrap::Bootstrap* bootstrap, int rank, int nRanks, cons
     return ncclInternalError;
   }
   if (!failed.empty()) {
-    WEFT_WARN("%s: the call failed on %s (see its log: a bad argument or buffer); no rank made the window",
-              kRegisterFn, rankList(failed).c_str());
+    WEFT_WARN("%s: the call failed on %s (see its log: a bad argument or buffer); no rank made the window", kRegisterFn,
+              rankList(failed).c_str());
     return ncclInvalidUsage;
   }
   if (!behind.empty()) {
-    WEFT_WARN("%s: %s registered a different number of windows on this communicator before this call than rank %d "
-              "(%llu): the ranks' ncclCommWindowRegister calls do not pair up; no window was made",
-              kRegisterFn, rankList(behind).c_str(), rank, (unsigned long long)mine.sequence);
+    WEFT_WARN(
+        "%s: %s registered a different number of windows on this communicator before this call than rank %d "
+        "(%llu): the ranks' ncclCommWindowRegister calls do not pair up; no window was made",
+        kRegisterFn, rankList(behind).c_str(), rank, (unsigned long long)mine.sequence);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
@@ -310,8 +312,10 @@ Status deregisterWindow(ncclComm* comm, void* win) {
   if (win == nullptr) return ncclSuccess;  // what ncclCommWindowRegister gives for a NULL buffer
   WindowTable::Window w;
   if (!comm->windows->remove(win, &w)) {
-    WEFT_WARN("%s: win %p is not a window of this communicator (rank %d): it was deregistered already, made by "
-              "another communicator, or never came from ncclCommWindowRegister", kDeregisterFn, win, comm->rank);
+    WEFT_WARN(
+        "%s: win %p is not a window of this communicator (rank %d): it was deregistered already, made by "
+        "another communicator, or never came from ncclCommWindowRegister",
+        kDeregisterFn, win, comm->rank);
     return ncclInvalidUsage;
   }
   if (w.registration != nullptr) WEFT_TRY(deregisterBuffer(comm, w.registration, kDeregisterFn));

@@ -35,17 +35,23 @@ bool oneHost(const ncclComm* comm) { return lsaTeamOfComm(comm).size == comm->nR
 // What weft does not provide, named; ncclSuccess when `r` asks only for what it does.
 Status checkSupported(const ncclComm* comm, const DevCommRequirements& r) {
   const char* field = nullptr;
-  if (r.lsaMultimem) field = "lsaMultimem (NVLink multicast, which weft never uses)";
-  else if (r.railGinBarrierCount != 0) field = "railGinBarrierCount (the network, GIN)";
-  else if (r.ginForceEnable || r.ginSignalCount != 0 || r.ginCounterCount != 0) field = "gin* (the network, GIN)";
-  else if (r.barrierCount != 0 && !oneHost(comm)) field = "barrierCount across hosts (the network, GIN)";
+  if (r.lsaMultimem)
+    field = "lsaMultimem (NVLink multicast, which weft never uses)";
+  else if (r.railGinBarrierCount != 0)
+    field = "railGinBarrierCount (the network, GIN)";
+  else if (r.ginForceEnable || r.ginSignalCount != 0 || r.ginCounterCount != 0)
+    field = "gin* (the network, GIN)";
+  else if (r.barrierCount != 0 && !oneHost(comm))
+    field = "barrierCount across hosts (the network, GIN)";
   int n = 0;
   for (const DevTeamRequirement* t = r.teamRequirementsList; t != nullptr && field == nullptr; t = t->next)
     if (t->multimem || ++n > kMaxRequirements) field = "teamRequirementsList (multimem)";
   n = 0;
   for (const DevResourceRequirement* q = r.resourceRequirementsList; q != nullptr && field == nullptr; q = q->next) {
-    if (q->ginSignalCount != 0 || q->ginCounterCount != 0) field = "a resource requirement's GIN signals or counters";
-    else if (++n > kMaxRequirements) field = "resourceRequirementsList (it loops)";
+    if (q->ginSignalCount != 0 || q->ginCounterCount != 0)
+      field = "a resource requirement's GIN signals or counters";
+    else if (++n > kMaxRequirements)
+      field = "resourceRequirementsList (it loops)";
     else if (q->bufferAlign != 0 && (q->bufferAlign & (q->bufferAlign - 1)) != 0)
       field = "a resource requirement's bufferAlign (not a power of 2)";
   }
@@ -75,8 +81,10 @@ ResourceLayout layoutOf(const DevCommRequirements& r, int lsaSize, bool oneHostC
   at += lsaBarrierBytes(l.barriers, lsaSize);
   l.bytes = alignUp(std::max<size_t>(at, kUnit), kUnit);
   if (r.lsaLLA2ABlockCount != 0 || r.lsaLLA2ASlotCount != 0)  // ncclDevComm has no field that would name it
-    WEFT_INFO(log::kReg, "%s: lsaLLA2A* asks for an all-to-all buffer no ncclDevComm field names; use "
-              "ncclLLA2ACreateRequirement", kCreateFn);
+    WEFT_INFO(log::kReg,
+              "%s: lsaLLA2A* asks for an all-to-all buffer no ncclDevComm field names; use "
+              "ncclLLA2ACreateRequirement",
+              kCreateFn);
   return l;
 }
 
@@ -106,8 +114,10 @@ Status createNow(ncclComm* comm, const DevCommRequirements* reqs, DevCommAbi* ou
   Status s = flat ? comm->windows->deviceTable(&table) : ncclInvalidUsage;
   if (isError(s)) {
     if (!flat)
-      WEFT_WARN("%s: rank %d: the device communicator's memory could not be mapped flat: the device API needs cuMem "
-                "memory (is NCCL_CUMEM_ENABLE=0 set?)", kCreateFn, comm->rank);
+      WEFT_WARN(
+          "%s: rank %d: the device communicator's memory could not be mapped flat: the device API needs cuMem "
+          "memory (is NCCL_CUMEM_ENABLE=0 set?)",
+          kCreateFn, comm->rank);
     (void)deregisterWindow(comm, win);
     return s;
   }

@@ -71,8 +71,8 @@ FlatWindow::~FlatWindow() {
   if (device_ != nullptr) runtime::freeDeviceQuiet(device_);
 }
 
-Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector<FlatPart>& parts,
-                          const FlatPlan& plan, const void* buff, uint64_t sequence, std::unique_ptr<FlatWindow>* out) {
+Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector<FlatPart>& parts, const FlatPlan& plan,
+                          const void* buff, uint64_t sequence, std::unique_ptr<FlatWindow>* out) {
   std::unique_ptr<FlatWindow> self(new FlatWindow());
   runtime::UserMemExport ex;
   WEFT_TRY(runtime::exportUserMem(buff, (uintptr_t)buff, (uintptr_t)buff + 1, &ex));
@@ -89,10 +89,14 @@ Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector
   const uint64_t tag = kFlatTag | (sequence & ((1ull << 56) - 1));
   const int64_t seconds = kFlatTimeout.get();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds > 0 ? seconds : 1 << 30);
+  // Every member gets the fd even when one send fails, so that no other member waits for it in vain.
+  Status sent = ncclSuccess;
   for (int m = 0; m < team.size; ++m) {
     if (m == team.rank) continue;
-    WEFT_TRY(endpoint->sendFd(team.firstWorldRank + m, ex.fd.get(), tag, deadline, &comm->abortRequested));
+    Status s = endpoint->sendFd(team.firstWorldRank + m, ex.fd.get(), tag, deadline, &comm->abortRequested);
+    if (isError(s) && !isError(sent)) sent = s;
   }
+  WEFT_TRY(sent);
   WEFT_TRY(self->mapping_.reserve(team.size, plan.stride));
   const FlatPart& mine = parts[team.rank];
   WEFT_TRY(self->mapping_.mapOwn(team.rank, plan.lead - mine.offset, (const char*)buff - mine.offset, mine.allocBytes));
@@ -115,8 +119,10 @@ Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector
   WEFT_TRY(runtime::deviceMalloc(&dev, sizeof(host)));
   self->device_ = static_cast<WindowVidmem*>(dev);
   WEFT_TRY(runtime::deviceMemcpy(dev, &host, sizeof(host)));
-  WEFT_INFO(log::kReg, "rank %d: window %p mapped flat for the device API: %d rank(s) of this host, %zu GiB apart, "
-            "buffers %zu bytes into their slots", comm->rank, dev, team.size, plan.stride / k4G, plan.lead);
+  WEFT_INFO(log::kReg,
+            "rank %d: window %p mapped flat for the device API: %d rank(s) of this host, %zu GiB apart, "
+            "buffers %zu bytes into their slots",
+            comm->rank, dev, team.size, plan.stride / k4G, plan.lead);
   *out = std::move(self);
   return ncclSuccess;
 }

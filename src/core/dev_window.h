@@ -24,11 +24,11 @@ namespace weft::core {
 
 // NCCL 2.28.9's ncclWindow_vidmem (nccl_device/impl/core__types.h), field by field.
 struct WindowVidmem {
-  void* winHost;       // the library's own window object (weft: the host WindowTable entry)
-  char* lsaFlatBase;   // where team rank 0's buffer starts
-  int lsaRank;         // this rank in the team
+  void* winHost;      // the library's own window object (weft: the FlatWindow)
+  char* lsaFlatBase;  // where team rank 0's buffer starts
+  int lsaRank;        // this rank in the team
   int worldRank;
-  uint32_t stride4G;   // distance between two ranks' slots, in units of 4 GiB
+  uint32_t stride4G;     // distance between two ranks' slots, in units of 4 GiB
   uint32_t mcOffset4K;   // multicast (unused: weft never uses NVLink multicast)
   uint32_t ginOffset4K;  // network (unused)
   void* ginWins[4];

@@ -2,8 +2,9 @@
 // real bootstrap (ranks as processes on loopback): a rank whose call failed, a rank that counts
 // its windows differently, a malformed record and a dead rank are named to every rank at once;
 // and the API on a stand-in communicator (handles, references, groups, refusals).
-#include <gtest/gtest.h>
+#include "core/comm_window.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,9 +16,8 @@
 #include <thread>
 
 #include "bootstrap_fork_harness.h"
-#include "core/comm_window.h"
-#include "core/dev_comm.h"
 #include "core/communicator.h"
+#include "core/dev_comm.h"
 #include "core/registrations.h"
 #include "enqueue/group.h"
 #include "test_env.h"
@@ -339,10 +339,12 @@ TEST(WindowGroup, OneCommunicatorsJobsRunInOrderOthersAlongside) {
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   enqueue::deferInOrder(jobA("a1"), &keyA);
   enqueue::deferInOrder(jobA("a2"), &keyA);
-  enqueue::deferInOrder([&]() -> Status {
-    bStarted.store(true);
-    return ncclSuccess;
-  }, &keyB);
+  enqueue::deferInOrder(
+      [&]() -> Status {
+        bStarted.store(true);
+        return ncclSuccess;
+      },
+      &keyB);
   enqueue::deferInOrder(jobA("a3"), &keyA);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "a2", "a3"}));
