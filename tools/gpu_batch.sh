@@ -11,7 +11,8 @@
 # (busbw ratios 256 KiB - 1 GiB), faults (peers killed and stopped mid-operation), misuse (bad
 # buffers refused, unusual ones taken; NCCL observed with the same calls), register (buffer
 # registration, NCCL observed; PyTorch's allocator hook), determinism (same bits each run and
-# rank), zerocopy (registered point-to-point, and its busbw against NCCL's), storm (communicators
+# rank), zerocopy (registered point-to-point and windows, and their busbw against NCCL's), devapi
+# (NCCL's device API: a kernel compiled against nccl_device.h on weft's windows), storm (communicators
 # aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
@@ -77,6 +78,7 @@ sweeps_all() {
   stage_register
   stage_determinism
   stage_zerocopy
+  stage_devapi
   STORM_S=20 stage_storm
 }
 
@@ -308,6 +310,16 @@ stage_zerocopy() {
   echo "== the same with windows (-R 2: ncclCommWindowRegister, as nccl-tests); all_reduce/all_gather too (NCCL's symmetric kernels)"
   PERF_MODE="-g $NG -R 2" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-windows sendrecv,alltoall,all_reduce,all_gather 1M 1G 4 10
   PERF_MODE="-g $NG" VARIANTS="nccl:$NCCL:X=1 weft:$B:X=1" perfv zc-plain sendrecv,alltoall 1M 1G 4 10
+}
+
+# NCCL's device API on weft: a kernel compiled against NCCL's nccl_device.h (window pointers, LSA
+# barriers, the LSA all-to-all, ncclFindWindow), one process per rank and one thread for all.
+stage_devapi() {
+  local n=$(( NG > 1 ? NG : 2 ))
+  for m in procs threads; do
+    NCCL_WEFT_ALLOW_GPU_SHARING=1 timeout 120 $B/tests/gpu/weft_gpu_device_api_test -n $n -m $m > $L/devapi-$m.log 2>&1
+    echo "device API -n $n -m $m rc=$?: $(tail -1 $L/devapi-$m.log)"; grep -E "FAIL" $L/devapi-$m.log | head -4
+  done
 }
 
 # The same bits every time, on every rank, after other calls and in graphs (tests/gpu/determinism_test.cc),
