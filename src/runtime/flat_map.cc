@@ -34,7 +34,9 @@ Status FlatMapping::reserve(int slots, size_t stride) {
     return ncclInternalError;
   }
   CUdeviceptr va = 0;
-  WEFT_CU_TRY(api->cuMemAddressReserve(&va, stride * (size_t)slots, stride, 0, 0));
+  // Default alignment: the device code only adds whole strides to the base (a stride of 12 GiB is
+  // no power of two, which an alignment would have to be).
+  WEFT_CU_TRY(api->cuMemAddressReserve(&va, stride * (size_t)slots, 0, 0, 0));
   va_ = va;
   reserved_ = stride * (size_t)slots;
   stride_ = stride;
