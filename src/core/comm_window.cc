@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/peer_info.h"
 #include "core/registrations.h"
+#include "core/symmetric.h"
 #include "enqueue/group.h"
 #include "runtime/gpu.h"
 #include "runtime/ipc_mem.h"
@@ -117,7 +118,13 @@ Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, in
     comm->setLastError(log::lastErrorOfThread());  // ncclGetLastError(comm), also from ncclGroupEnd's thread
     return isError(local) ? local : agreed;
   }
-  if (mine.part == (uint32_t)WindowPart::kNone) return ncclSuccess;
+  // With NCCL_WIN_COLL_SYMMETRIC every rank that got here votes on symmetric collectives (once a
+  // communicator has them, never again): a rank without a flat window says no.
+  const bool symmetric = (winFlags & NCCL_WIN_COLL_SYMMETRIC) != 0;
+  if (mine.part == (uint32_t)WindowPart::kNone) {
+    if (symmetric) enableSymmetric(comm, false);
+    return ncclSuccess;
+  }
 
   transport::p2p::RegSharing* sharing = comm->p2p ? comm->p2p->sharing() : nullptr;
   if (sharing != nullptr) {
@@ -148,9 +155,11 @@ Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, in
         kRegisterFn, comm->rank);
     if (registration != nullptr) (void)deregisterBuffer(comm, registration, kRegisterFn);
     comm->setLastError(log::lastErrorOfThread());
+    if (symmetric) enableSymmetric(comm, false);
     return flat;
   }
   *win = comm->windows->add(w, w.flat ? (void*)w.flat->device() : nullptr);
+  if (symmetric) enableSymmetric(comm, w.flat && w.flat->team().size == comm->nRanks);
   WEFT_INFO(log::kReg, "%s: rank %d: buff %p (%zu bytes, flags %#x) -> window %p (registration %p, %s, %s)",
             kRegisterFn, comm->rank, buff, size, (unsigned)winFlags, *win, registration,
             mine.sharedWithAll ? "shared with every peer of this host" : "not shared",
@@ -236,6 +245,18 @@ std::shared_ptr<FlatWindow> WindowTable::flatOf(const void* handle) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = windows_.find((uint64_t)(uintptr_t)handle);
   return it == windows_.end() ? nullptr : it->second.flat;
+}
+
+bool WindowTable::symmetricSpan(uintptr_t p, size_t bytes, int teamSize, uintptr_t* flat0, uint32_t* stride4G) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, w] : windows_) {
+    if (!w.flat || !(w.flags & NCCL_WIN_COLL_SYMMETRIC) || w.flat->team().size != teamSize) continue;
+    if (p < w.buff || bytes > w.bytes || p - w.buff > w.bytes - bytes) continue;
+    *flat0 = (uintptr_t)w.flat->host().lsaFlatBase + (p - w.buff);
+    *stride4G = w.flat->host().stride4G;
+    return true;
+  }
+  return false;
 }
 
 Status WindowTable::deviceTable(DevWindowTable** out) {

@@ -11,9 +11,8 @@
 // Windows of cuMem memory (ncclMemAlloc) on every rank of a host are also mapped flat for NCCL's
 // device API (core/dev_window.h): their handle is then the device structure kernels compiled
 // against nccl_device.h read (ncclGetLsaPointer, ncclGetPeerPointer, ncclSymPtr).
-// What NCCL 2.28.9 also does with windows and weft does not: symmetric collective kernels
-// (NCCL_WIN_COLL_SYMMETRIC). Collectives on window buffers run the ordinary kernels, as NCCL's do
-// where its symmetric kernels do not apply.
+// Windows registered with NCCL_WIN_COLL_SYMMETRIC that are mapped flat on every rank of the
+// communicator (one host) also carry the symmetric collectives (core/symmetric.h).
 //
 // Unlike NCCL, a rank whose arguments are wrong still takes part in the exchange, so that the
 // others fail at once naming it instead of waiting for it; a rank passing a NULL buffer or size 0
@@ -84,6 +83,10 @@ class WindowTable {
   void keep(const void* handle, std::shared_ptr<void> memory);
   // The flat mapping of window `handle` (null when it has none or there is no such window).
   std::shared_ptr<FlatWindow> flatOf(const void* handle) const;
+  // Whether [p, p + bytes) lies in one window registered with NCCL_WIN_COLL_SYMMETRIC and mapped
+  // flat for a team of teamSize ranks; then *flat0 is where team rank 0's copy of p is and
+  // *stride4G the distance between two ranks' copies in units of 4 GiB.
+  bool symmetricSpan(uintptr_t p, size_t bytes, int teamSize, uintptr_t* flat0, uint32_t* stride4G) const;
   // The windows registered so far (each rank counts the same: agreeOnWindow checks it).
   uint64_t registered() const;
   void countRegistration();

@@ -150,6 +150,11 @@ struct ncclComm {
   std::unique_ptr<weft::core::RegistrationTable> registrations;
   // ncclCommWindowRegister's windows (core/comm_window.h).
   std::unique_ptr<weft::core::WindowTable> windows;
+  // The symmetric collectives' barrier memory (core/symmetric.h): its window and team rank 0's
+  // flat address of it; null until a symmetric window was mapped flat on every rank.
+  void* symWindow = nullptr;
+  weft::dev::DevSymSignals* symSignals0 = nullptr;
+  uint64_t symSignalStride = 0;
 
   // A cheap guard against garbage and destroyed handles passed to the API.
   bool looksValid() const { return magic == kMagic; }

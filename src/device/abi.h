@@ -23,10 +23,14 @@ constexpr int kMaxChannels = 64;    // hard limit of channels per communicator
 constexpr int kMaxWorksPerChannel = 32;  // work items one channel takes from one launch
 constexpr int kMaxTreeArity = 3;    // tree children per rank: chain successor + two other nodes' heads
 constexpr int kDirectMaxRanks = 8;  // Direct (kAlgoDirect) serves communicators of 2..8 ranks
+constexpr int kSymMaxRanks = 32;    // symmetric collectives (Direct on Simple): one warp signals the peers
 
 // Protocol and algorithm numbers are NCCL's (tuner plugins and NCCL_PROTO/NCCL_ALGO use them),
-// except kAlgoDirect, a weft extension after NCCL's last value: small AllReduce/AllGather moved
-// straight between the ranks of one node in one hop (algo/direct.cuh).
+// except kAlgoDirect, a weft extension after NCCL's last value: collectives moved straight between
+// the ranks of one node. On LL: small AllReduce/AllGather through the connections, in one hop
+// (algo/direct.cuh). On Simple: the symmetric collectives, which read and write the peers' own
+// buffers in symmetric windows (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC) mapped flat, with
+// no connection at all (coll/run_symmetric.cuh).
 enum Proto : uint8_t { kProtoLL = 0, kProtoLL128 = 1, kProtoSimple = 2, kNumProtos = 3 };
 enum Algo : uint8_t { kAlgoTree = 0, kAlgoRing = 1, kAlgoCollnetDirect = 2, kAlgoCollnetChain = 3,
                       kAlgoNvls = 4, kAlgoNvlsTree = 5, kAlgoPat = 6, kAlgoDirect = 7, kNumAlgos = 8 };
@@ -122,6 +126,15 @@ struct DevChannel {
   DevPeer* peers;      // device array [nRanks], indexed by peer rank
 };
 
+// The symmetric collectives' barrier memory: one such block per rank, all of them mapped flat
+// (rank r's at DevComm::symSignals + r * symSignalStride), zero at creation. arrive[s][p] is
+// written by peer p (the epoch it reached) for barrier slot s (the channel a part was planned on);
+// epoch[s] is this rank's own count of barriers passed on slot s, kept between kernels.
+struct DevSymSignals {
+  uint64_t arrive[kMaxChannels][kSymMaxRanks];
+  uint64_t epoch[kMaxChannels];
+};
+
 // Per-communicator device state, allocated once by the host.
 struct DevComm {
   int32_t rank;
@@ -129,6 +142,8 @@ struct DevComm {
   int32_t nChannels;
   int32_t p2pSendWarps;  // SendRecv with both parts: data warps of the send part (the rest receive)
   volatile uint32_t* abortFlag;  // host-mapped; non-zero: every spin loop gives up and the kernel exits
+  DevSymSignals* symSignals;     // team rank 0's barrier memory (flat); null until a symmetric window
+  uint64_t symSignalStride;      // bytes between two ranks' DevSymSignals
   DevChannel channels[kMaxChannels];
 };
 
@@ -143,10 +158,13 @@ struct ChannelView {
   int32_t nChannels;
   int32_t p2pSendWarps;
   volatile uint32_t* abortFlag;
+  DevSymSignals* symSignals;
+  uint64_t symSignalStride;
   DevChannel channel;
 };
 static_assert(offsetof(ChannelView, channel) == offsetof(DevComm, channels) &&
                   offsetof(ChannelView, abortFlag) == offsetof(DevComm, abortFlag) &&
+                  offsetof(ChannelView, symSignalStride) == offsetof(DevComm, symSignalStride) &&
                   offsetof(ChannelView, p2pSendWarps) == offsetof(DevComm, p2pSendWarps),
               "ChannelView's first part is copied word by word from DevComm's");
 static_assert(sizeof(ChannelView) % 8 == 0 && offsetof(DevComm, channels) % 8 == 0 && sizeof(DevChannel) % 8 == 0,
@@ -158,7 +176,9 @@ static_assert(sizeof(ChannelView) % 8 == 0 && offsetof(DevComm, channels) % 8 ==
 // a fraction of it). For SendRecv, sendCount elements go to `sendPeer` and recvCount come from
 // `recvPeer` (either may be -1: none), this channel's part given by the offsets. SendRecv items
 // reuse two fields that only collectives need: redOpArg is the token of the registration holding
-// the receive buffer (0: none) and count the receive buffer's byte offset in it.
+// the receive buffer (0: none) and count the receive buffer's byte offset in it. Symmetric items
+// (kAlgoDirect on kProtoSimple) carry team rank 0's flat addresses of the buffers; rank r's are
+// peerStride4G x 4 GiB x r further.
 struct DevWork {
   uint8_t func;      // Func
   uint8_t algo;      // Algo
@@ -166,7 +186,7 @@ struct DevWork {
   uint8_t redOp;     // RedOp
   uint8_t dataType;  // DataType
   uint8_t flags;     // kWorkFlag*
-  uint16_t pad0;
+  uint16_t symSlot;  // symmetric items: the barrier slot (DevSymSignals), the channel planned on
   int32_t root;      // Broadcast/Reduce root rank
   const void* sendBuff;
   void* recvBuff;
@@ -177,7 +197,7 @@ struct DevWork {
                         // slices of at most one step); rules in device/work_math.h
   int32_t sendPeer;     // SendRecv: -1 when none
   int32_t recvPeer;
-  uint32_t pad1;
+  uint32_t peerStride4G;  // symmetric items: distance between two ranks' buffers, in units of 4 GiB
   uint64_t recvOffset;  // SendRecv: this channel's first element of the receive side
   uint64_t recvCount;   // SendRecv: this channel's element count of the receive side
   uint64_t redOpArg;    // PreMulSum: scalar bits (type of the data, zero-extended) or, with

@@ -79,7 +79,12 @@ bool isSupported(Func func, Algo algo, Proto proto, RedOp op, DataType type) {
   if (func == kFuncSendRecv) return true;
   // Direct (weft extension): AllReduce and AllGather on LL. Whether the communicator's
   // connections allow it (every pair connected on a channel, one node) is the planner's check.
-  const bool direct = algo == kAlgoDirect && proto == kProtoLL && (func == kFuncAllReduce || func == kFuncAllGather);
+  // On Simple, the symmetric AllReduce, AllGather and ReduceScatter: whether a call's buffers
+  // allow them is the tuner's check (TuningInput::symmetric).
+  const bool direct = algo == kAlgoDirect &&
+                      ((proto == kProtoLL && (func == kFuncAllReduce || func == kFuncAllGather)) ||
+                       (proto == kProtoSimple &&
+                        (func == kFuncAllReduce || func == kFuncAllGather || func == kFuncReduceScatter)));
   if (algo != kAlgoRing && !(algo == kAlgoTree && func == kFuncAllReduce) && !direct) return false;
   if (func == kFuncBroadcast || func == kFuncAllGather) return true;
   if (op == kRedSumPostDiv && type > kUint64) return false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "device/coll/run_direct.cuh"
+#include "device/coll/run_symmetric.cuh"
 #include "device/coll/run_tree.cuh"
 #include "device/functor_sample.h"
 #include "device/kernel_body.cuh"
@@ -25,7 +26,14 @@ WEFT_DEV void runReduceWorkBody(const DevWork* w, EnvOf<P> env) {
   }
   if constexpr (P::kId == kProtoLL) {
     if (w->algo == kAlgoDirect) {
-      runDirectAllReduce<Fn>(*w, env);  // Direct runs on LL only (isSupported)
+      runDirectAllReduce<Fn>(*w, env);
+      return;
+    }
+  }
+  if constexpr (P::kId == kProtoSimple) {
+    if (w->algo == kAlgoDirect) {  // the symmetric collectives (coll/run_symmetric.cuh)
+      if (w->func == kFuncAllReduce) runSymmetricAllReduce<Fn>(*w, env);
+      else runSymmetricReduceScatter<Fn>(*w, env);
       return;
     }
   }
@@ -46,10 +54,14 @@ WEFT_DEV void runReduceWork(const DevWork* w, EnvOf<P> env) {
   else runReduceWorkCold<P, Fn>(w, env);
 }
 
-// Direct (weft's one-hop algorithms): AllReduce and AllGather on LL.
+// Direct (weft's one-hop algorithms): AllReduce and AllGather on LL; on Simple the symmetric
+// AllReduce, AllGather and ReduceScatter.
 template <typename P>
 WEFT_DEV bool directAllowed(const DevWork* w) {
-  return P::kId == kProtoLL && w->algo == kAlgoDirect && (w->func == kFuncAllReduce || w->func == kFuncAllGather);
+  if (w->algo != kAlgoDirect) return false;
+  if (P::kId == kProtoLL) return w->func == kFuncAllReduce || w->func == kFuncAllGather;
+  return P::kId == kProtoSimple &&
+         (w->func == kFuncAllReduce || w->func == kFuncAllGather || w->func == kFuncReduceScatter);
 }
 
 template <typename P>
@@ -57,6 +69,12 @@ WEFT_DEV void runCopyWorkBody(const DevWork* w, EnvOf<P> env) {
   if constexpr (P::kId == kProtoLL) {
     if (w->algo == kAlgoDirect) {
       runDirectAllGather(*w, env);
+      return;
+    }
+  }
+  if constexpr (P::kId == kProtoSimple) {
+    if (w->algo == kAlgoDirect) {
+      runSymmetricAllGather(*w, env);
       return;
     }
   }
@@ -107,8 +125,11 @@ WEFT_DEV void runWork(const DevWork* w, EnvOf<P> env) {
       runCopyWork<P>(w, env);
       return;
     case kFuncReduce:
-    case kFuncReduceScatter:
       if (w->algo != kAlgoRing) arch::trap();
+      dispatchReduce<P>(w, env);
+      return;
+    case kFuncReduceScatter:
+      if (w->algo != kAlgoRing && !directAllowed<P>(w)) arch::trap();
       dispatchReduce<P>(w, env);
       return;
     case kFuncAllReduce:

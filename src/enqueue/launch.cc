@@ -10,6 +10,7 @@
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/registrations.h"
+#include "core/symmetric.h"
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
 #include "enqueue/planner.h"
@@ -222,6 +223,7 @@ Status prepare(ncclComm* comm, runtime::ScopedDevice* device, CommLaunches* out)
   out->tasks.swap(comm->tasks);
   collectStreams(out->tasks, &out->streams);  // before the copies leave: their streams join too
   takeLocalCopies(&out->tasks, comm->nRanks, &out->copies);
+  core::markSymmetricTasks(comm, &out->tasks);
   Clock::time_point t = profiling() ? Clock::now() : Clock::time_point{};
   WEFT_TRY(planTasks(out->tasks, shapeOf(comm), &out->launches));
   if (profiling()) lap(&t, &comm->hostProfile.planUs);
@@ -512,6 +514,7 @@ void reportHostProfile(const ncclComm* comm) {
 }
 
 Status estimateQueuedMicroseconds(ncclComm* comm, double* us) {
+  core::markSymmetricTasks(comm, &comm->tasks);
   return estimateTasks(comm->tasks, shapeOf(comm), us);
 }
 

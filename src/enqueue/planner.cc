@@ -71,17 +71,24 @@ void planCollective(const Task& t, const CollChoice& choice, const PlanShape& sh
   int elemBytes = dev::dataTypeBytes(t.dataType);
   int parts = choice.nChannels;
   uint64_t align = kChannelAlignBytes / (uint64_t)elemBytes;
-  const bool direct = choice.algo == dev::kAlgoDirect;
+  const bool direct = choice.algo == dev::kAlgoDirect && choice.proto == dev::kProtoLL;
+  const bool symmetric = choice.algo == dev::kAlgoDirect && choice.proto == dev::kProtoSimple;
   dev::DevWork base = baseWork(t, shape);
   base.algo = (uint8_t)choice.algo;
   base.proto = (uint8_t)choice.proto;
   if (direct && choice.twoShot) base.flags |= dev::kWorkFlagTwoShot;
+  if (symmetric) {  // team rank 0's copies; the kernel finds every rank's (device/abi.h DevWork)
+    base.sendBuff = t.symSend0;
+    base.recvBuff = t.symRecv0;
+    base.peerStride4G = t.symStride4G;
+  }
   const RangeSplit split(t.count, parts, align);  // its divisions once, not per channel
   for (int c = 0; c < parts; ++c) {
     dev::DevWork w = base;
     split.part(c, &w.chanOffset, &w.chanCount);
     if (w.chanCount == 0) continue;
-    w.chunkElems = collChunkElems(w, shape, elemBytes);
+    if (symmetric) w.symSlot = (uint16_t)c;  // each rank plans the same parts on the same channels
+    else w.chunkElems = collChunkElems(w, shape, elemBytes);
     (*perChannel)[direct ? shape.directChannels[c] : c].push_back(w);
   }
 }
@@ -340,20 +347,23 @@ void splitRange(uint64_t count, int parts, uint64_t alignElems, int index, uint6
 }
 
 size_t ChoiceCache::slot(const Task& t) {
-  const uint64_t fields = (uint64_t)t.kind << 16 | (uint64_t)t.redOp << 8 | t.dataType;
+  const uint64_t fields = (uint64_t)(t.symStride4G != 0) << 24 | (uint64_t)t.kind << 16 | (uint64_t)t.redOp << 8 |
+                          t.dataType;
   const uint64_t h = (uint64_t)t.count * 0x9E3779B97F4A7C15ull ^ fields;
   return (size_t)(h ^ h >> 29) % kEntries;
 }
 
 bool ChoiceCache::find(const Task& t, CollChoice* choice) const {
   const Entry& e = entries_[slot(t)];
-  if (!e.used || e.kind != t.kind || e.redOp != t.redOp || e.dataType != t.dataType || e.count != t.count) return false;
+  if (!e.used || e.kind != t.kind || e.redOp != t.redOp || e.dataType != t.dataType || e.count != t.count ||
+      e.symmetric != (t.symStride4G != 0))
+    return false;
   *choice = e.choice;
   return true;
 }
 
 void ChoiceCache::put(const Task& t, const CollChoice& choice) {
-  entries_[slot(t)] = Entry{true, t.kind, t.redOp, t.dataType, t.count, choice};
+  entries_[slot(t)] = Entry{true, t.kind, t.redOp, t.dataType, t.count, t.symStride4G != 0, choice};
 }
 
 Status chooseCollective(const Task& t, const PlanShape& shape, CollChoice* choice) {
@@ -382,12 +392,13 @@ Status chooseCollective(const Task& t, const PlanShape& shape, CollChoice* choic
   in.supported[func] &= pairs;
   // Direct needs a channel connecting every pair of ranks (see PlanShape::directChannels).
   in.meshChannels = shape.nRanks <= dev::kDirectMaxRanks ? (int)shape.directChannels.size() : 0;
+  in.symmetric = t.symStride4G != 0;
   graph::TuningChoice tc;
   WEFT_TRY(graph::selectAlgoProto(in, k, func, modelBytes(t, shape.nRanks), &tc));
   c.algo = tc.algo;
   c.proto = tc.proto;
   c.timeUs = tc.timeUs;
-  if (tc.algo == dev::kAlgoDirect) {
+  if (tc.algo == dev::kAlgoDirect && tc.proto == dev::kProtoLL) {
     const int mesh = (int)shape.directChannels.size();
     c.nChannels = std::clamp(tc.nChannels, std::min(lo, mesh), mesh);
     c.twoShot = tc.twoShot;

@@ -25,7 +25,7 @@ struct CollChoice {
   bool twoShot = false;  // Direct AllReduce: two-shot (DevWork flag kWorkFlagTwoShot)
 };
 
-// chooseCollective's answers, remembered per (kind, reduction, type, count): for one
+// chooseCollective's answers, remembered per (kind, reduction, type, count, symmetric): for one
 // communicator nothing else goes into them, and working the tuning model out again costs about a
 // microsecond per call. Direct-mapped; a communicator owns one (PlanShape::choices).
 class ChoiceCache {
@@ -40,6 +40,7 @@ class ChoiceCache {
     dev::RedOp redOp = dev::kRedSum;
     dev::DataType dataType = dev::kUint8;
     size_t count = 0;
+    bool symmetric = false;  // Task::symStride4G != 0
     CollChoice choice;
   };
   static constexpr size_t kEntries = 64;

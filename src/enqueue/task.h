@@ -32,6 +32,11 @@ struct Task {
   int peer = -1;              // Send/Recv
   runtime::Stream stream = nullptr;
   uint64_t opSeq = 0;         // the communicator's call number, for error messages
+  // Both buffers lie in symmetric windows mapped flat on every rank (core/symmetric.h): team rank
+  // 0's copies of them, and the distance between two ranks' copies in 4 GiB units. 0: they do not.
+  uint32_t symStride4G = 0;
+  const void* symSend0 = nullptr;
+  void* symRecv0 = nullptr;
 
   size_t bytes() const { return count * (size_t)dev::dataTypeBytes(dataType); }
   bool isP2p() const { return kind == TaskKind::kSend || kind == TaskKind::kRecv; }

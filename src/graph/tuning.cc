@@ -86,11 +86,12 @@ double cappedChannelBw(const TuningConstants& k, int algo, int proto, double b, 
 }
 
 // Direct (pairModeled checked): see tuning.h. A channel per threshold x maxThreads bytes of the
-// call (Ring's rule), within the mesh channels.
-TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int func, size_t bytes) {
-  constexpr int a = dev::kAlgoDirect, p = dev::kProtoLL;
+// call (Ring's rule), within the mesh channels (LL) or all channels (Simple: no connections).
+TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int func, int p, size_t bytes) {
+  constexpr int a = dev::kAlgoDirect;
   const int n = in.nRanks;
-  const int maxChannels = std::max(1, std::min(in.maxChannels, in.meshChannels));
+  const bool symmetric = p == dev::kProtoSimple;
+  const int maxChannels = std::max(1, symmetric ? in.maxChannels : std::min(in.maxChannels, in.meshChannels));
   const double perChannel = double(std::max(1, k.threadThreshold[a][p])) * k.maxThreads[p];
   const double b = in.intraBwPerChannel * 1e3 * k.protoEff[p] * k.bwEff[a][p];  // bytes/us
   TuningChoice best;
@@ -109,7 +110,11 @@ TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int
     c.timeUs = k.baseUs[a][p] + hops * k.hwUs[in.intraLink][a][p] + sent / channels / bc;
     if (c.timeUs < best.timeUs) best = c;
   };
-  if (func == dev::kFuncAllGather) {
+  if (symmetric) {
+    // AllReduce is always two-shot here (the one-shot way would race in place: run_symmetric.cuh).
+    if (func == dev::kFuncAllReduce) consider(4, busFactor(func, dev::kAlgoRing, n), true);
+    else consider(3, busFactor(func, dev::kAlgoRing, n), false);
+  } else if (func == dev::kFuncAllGather) {
     consider(1, double(n - 1) / n, false);
   } else {
     if (in.directTwoShot != 1) consider(1, double(n - 1), false);
@@ -147,6 +152,9 @@ bool pairModeled(const TuningInput& in, int func, int algo, int proto) {
       return (func == dev::kFuncAllGather || func == dev::kFuncReduceScatter) &&
              proto == dev::kProtoSimple && in.nNodes == in.nRanks;
     case dev::kAlgoDirect:
+      if (proto == dev::kProtoSimple)  // the symmetric collectives
+        return func != dev::kFuncBroadcast && func != dev::kFuncReduce && in.symmetric && in.nNodes == 1 &&
+               in.nRanks <= dev::kSymMaxRanks;
       return (func == dev::kFuncAllReduce || func == dev::kFuncAllGather) && proto == dev::kProtoLL &&
              in.nNodes == 1 && in.nRanks <= dev::kDirectMaxRanks && in.meshChannels >= 1;
     default:
@@ -158,7 +166,7 @@ TuningChoice estimateCollective(const TuningInput& in, const TuningConstants& k,
                                 int proto, size_t bytes) {
   TuningChoice c;
   if (!pairModeled(in, func, algo, proto)) return c;
-  if (algo == dev::kAlgoDirect) return estimateDirect(in, k, func, bytes);
+  if (algo == dev::kAlgoDirect) return estimateDirect(in, k, func, proto, bytes);
   int n = in.nRanks;
 
   int64_t threshold = int64_t(k.threadThreshold[algo][proto]) *

@@ -27,6 +27,11 @@
 // bytes x 2(n-1)/n / c two-shot, bytes x (n-1)/n / c AllGather, c as for Ring but at most
 // meshChannels; no pipeline or per-function terms. AllReduce takes the faster of one-shot and
 // two-shot (TuningChoice::twoShot).
+// Direct on Simple (weft extension): the symmetric collectives (device/coll/run_symmetric.cuh),
+// AllReduce, AllGather and ReduceScatter on one node of 2..kSymMaxRanks ranks whose buffers lie in
+// symmetric windows (TuningInput::symmetric): a barrier, the data moved by loads and stores of the
+// peers' buffers, a barrier. Hops: AllReduce 4 (barrier, reads, writes, barrier), the others 3;
+// s = bytes x busFactor / c (Ring's factors), c as for Ring within maxChannels.
 // `bytes` is NCCL's nBytes: count x type size for Broadcast/Reduce/AllReduce, and count x type
 // size x nRanks (the whole gathered array) for AllGather/ReduceScatter.
 #pragma once
@@ -72,6 +77,8 @@ struct TuningInput {
   // Direct AllReduce: -1 one-shot or two-shot as the model says, 0 always one-shot, 1 always
   // two-shot (NCCL_WEFT_DIRECT_TWO_SHOT, for tests and measurements).
   int directTwoShot = -1;
+  // The call's buffers lie in symmetric windows mapped flat on every rank (Direct on Simple may run).
+  bool symmetric = false;
 };
 
 struct TuningChoice {

@@ -71,7 +71,12 @@ TuningConstants makeDefaults() {
   // Direct (weft's, LL only): not fitted yet. It runs in the LL kernel with the same per-line
   // costs as Ring/LL, so Ring/LL's base and bandwidth efficiency; one NVLink hop costs what a
   // Ring/LL hop does. The lead refits these from weft-perf with NCCL_ALGO=direct.
-  setRow(k.baseUs[D], 4.284, 0, 0);
+  setRow(k.baseUs[D], 4.284, 0, 5.8);
+  // Direct on Simple = the symmetric collectives (weft's; NOT measured on two GPUs yet, session
+  // 29 had one): the general Simple kernel's fixed cost (base.ring.simple of the calibration), a
+  // hop per barrier and data phase at the one-way NVLink flag time (0.65 us probed), the link's
+  // rate per channel, and a cap below Ring/Simple's ~360 GB/s, since NCCL's own symmetric
+  // ReduceScatter reached only 204 GB/s busbw at 2 GiB (baseline README) against 286 for its Ring.
 
   // NCCL 2.30.7's per-hop latencies (src/graph/tuning.cc hwLatencies).
   setRow(k.hwUs[kLinkNvlink][T], 0.6, 1.25, 4.0);
@@ -81,13 +86,13 @@ TuningConstants makeDefaults() {
   setRow(k.hwUs[kLinkNvlink][NV], 0, 0, 25);
   setRow(k.hwUs[kLinkNvlink][NT], 0, 0, 25);
   setRow(k.hwUs[kLinkNvlink][PAT], 0, 0, 4.0);
-  setRow(k.hwUs[kLinkNvlink][D], 0.6, 0, 0);
+  setRow(k.hwUs[kLinkNvlink][D], 0.6, 0, 0.65);
   setRow(k.hwUs[kLinkPcie][T], 1.0, 1.9, 4.0);
   setRow(k.hwUs[kLinkPcie][R], 1.0, 2.5, 5.7);
   setRow(k.hwUs[kLinkPcie][CD], 0, 0, 3.7);
   setRow(k.hwUs[kLinkPcie][CC], 0, 0, 2.8);
   setRow(k.hwUs[kLinkPcie][PAT], 0, 0, 4.0);
-  setRow(k.hwUs[kLinkPcie][D], 1.0, 0, 0);
+  setRow(k.hwUs[kLinkPcie][D], 1.0, 0, 5.0);  // loads across PCIe: discouraged
   setRow(k.hwUs[kLinkNet][T], 5.0, 8.5, 14);
   setRow(k.hwUs[kLinkNet][R], 2.7, 4.0, 14.0);
   setRow(k.hwUs[kLinkNet][CD], 0, 0, 31);
@@ -104,6 +109,7 @@ TuningConstants makeDefaults() {
   setRow(k.bwEff[R], 0.6836, 0.9005, 0.9569);
   setRow(k.bwEff[PAT], 1.0, 1.0, 0.75);  // NCCL's PAT factor
   setRow(k.bwEff[D], 0.6836, 1.0, 1.0);
+  k.bwCapGBs[D][SIMPLE] = 250;  // the symmetric collectives (see base.direct.simple)
 
   setRow(k.stepUs[T], 0.0, 1.1442, 4.2337);
   setRow(k.stepUs[R], 0.0, 1.1442, 0.8762);

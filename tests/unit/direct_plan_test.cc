@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/symmetric.h"
 #include "device/kernel_api.h"
+#include "device/special_kernels.h"
 #include "enqueue/planner.h"
 #include "graph/algo_proto_env.h"
 #include "graph/tuning.h"
@@ -78,12 +80,15 @@ TEST(DirectTuning, ModeledOnlyWhereItCanRun) {
   EXPECT_FALSE(graph::pairModeled(twoNodes, kAr, kDirect, kLL)) << "several nodes";
 }
 
-TEST(DirectTuning, KernelsSupportDirectOnLLForAllReduceAndAllGatherOnly) {
+TEST(DirectTuning, KernelsSupportDirectOnLLForAllReduceAndAllGatherAndSymmetricOnSimple) {
   EXPECT_TRUE(dev::isSupported(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kBfloat16));
   EXPECT_TRUE(dev::isSupported(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSumPostDiv, dev::kInt32));
   EXPECT_FALSE(dev::isSupported(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSumPostDiv, dev::kFloat32));
   EXPECT_TRUE(dev::isSupported(dev::kFuncAllGather, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kInt8));
-  EXPECT_FALSE(dev::isSupported(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoSimple, dev::kRedSum, dev::kFloat32));
+  // On Simple: the symmetric AllReduce, AllGather and ReduceScatter (coll/run_symmetric.cuh).
+  EXPECT_TRUE(dev::isSupported(dev::kFuncAllReduce, dev::kAlgoDirect, dev::kProtoSimple, dev::kRedSum, dev::kFloat32));
+  EXPECT_TRUE(dev::isSupported(dev::kFuncReduceScatter, dev::kAlgoDirect, dev::kProtoSimple, dev::kRedMax, dev::kInt8));
+  EXPECT_FALSE(dev::isSupported(dev::kFuncReduce, dev::kAlgoDirect, dev::kProtoSimple, dev::kRedSum, dev::kFloat32));
   EXPECT_FALSE(dev::isSupported(dev::kFuncReduceScatter, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kFloat32));
   EXPECT_FALSE(dev::isSupported(dev::kFuncBroadcast, dev::kAlgoDirect, dev::kProtoLL, dev::kRedSum, dev::kFloat32));
 }
@@ -313,6 +318,91 @@ TEST(DirectNames, NcclAlgoAcceptsDirect) {
   graph::TuningConstants k = graph::TuningConstants::defaults();
   ASSERT_EQ(graph::parseTuningText("base.direct.ll = 3.5", &k, &why), ncclSuccess) << why;
   EXPECT_EQ(k.baseUs[dev::kAlgoDirect][kLL], 3.5);
+}
+
+// The symmetric collectives (Direct on Simple) are modeled only for calls whose buffers lie in
+// symmetric windows, on one node, for AllReduce/AllGather/ReduceScatter.
+TEST(SymmetricTuning, ModeledOnlyForSymmetricCalls) {
+  graph::TuningInput in = nvlinkInput(2, 24);
+  EXPECT_FALSE(graph::pairModeled(in, kAr, kDirect, kSimple));
+  in.symmetric = true;
+  for (int f : {kAr, kAg, (int)dev::kFuncReduceScatter}) EXPECT_TRUE(graph::pairModeled(in, f, kDirect, kSimple)) << f;
+  EXPECT_FALSE(graph::pairModeled(in, dev::kFuncBroadcast, kDirect, kSimple));
+  EXPECT_FALSE(graph::pairModeled(in, dev::kFuncReduce, kDirect, kSimple));
+  graph::TuningInput nodes = in;
+  nodes.nRanks = 4;
+  nodes.nNodes = 2;
+  nodes.interBwPerChannel = 5;
+  EXPECT_FALSE(graph::pairModeled(nodes, kAr, kDirect, kSimple));
+  graph::TuningInput many = nvlinkInput(dev::kSymMaxRanks + 1, 0);
+  many.symmetric = true;
+  EXPECT_FALSE(graph::pairModeled(many, kAr, kDirect, kSimple));
+  // AllReduce is two-shot (one more hop than AllGather: reads, then writes) and uses all channels.
+  const graph::TuningConstants k = graph::TuningConstants::weftCalibrated();
+  const graph::TuningChoice ar = graph::estimateCollective(in, k, kAr, kDirect, kSimple, 0);
+  const graph::TuningChoice ag = graph::estimateCollective(in, k, kAg, kDirect, kSimple, 0);
+  ASSERT_TRUE(ar.valid() && ag.valid());
+  EXPECT_TRUE(ar.twoShot);
+  EXPECT_NEAR(ar.timeUs - ag.timeUs, k.hwUs[graph::kLinkNvlink][kDirect][kSimple], 1e-9);
+  EXPECT_EQ(graph::estimateCollective(in, k, kAr, kDirect, kSimple, size_t(1) << 30).nChannels, 24);
+}
+
+// Forced (NCCL_ALGO=direct NCCL_PROTO=simple), a symmetric AllReduce becomes one item per channel
+// carrying team rank 0's flat addresses, the stride and its channel as barrier slot; the same call
+// without symmetric windows runs Ring/Simple, and the choice cache keeps the two apart.
+TEST(SymmetricPlanner, ItemsCarryFlatAddressesStrideAndSlot) {
+  PlanShape s = meshShape(1, 2, firstChannels(24));
+  s.tuning.env.algo[kAr] = uint8_t(1u << kDirect);
+  s.tuning.env.proto[kAr] = uint8_t(1u << kSimple);
+  ChoiceCache cache;
+  s.choices = &cache;
+  Task t = coll(TaskKind::kAllReduce, size_t(8) << 20);
+  t.sendBuff = reinterpret_cast<const void*>(0x7000000000ull);
+  t.recvBuff = reinterpret_cast<void*>(0x7100000000ull);
+  t.symStride4G = 3;
+  t.symSend0 = reinterpret_cast<const void*>(0x5000001000ull);
+  t.symRecv0 = reinterpret_cast<void*>(0x5080001000ull);
+  std::vector<PlannedLaunch> launches;
+  ASSERT_EQ(planTasks({t}, s, &launches), ncclSuccess);
+  ASSERT_EQ(launches.size(), 1u);
+  uint64_t covered = 0;
+  for (size_t b = 0; b < launches[0].works.size(); ++b) {
+    ASSERT_EQ(launches[0].works[b].size(), 1u);
+    const dev::DevWork& w = launches[0].works[b][0];
+    EXPECT_EQ(w.algo, kDirect);
+    EXPECT_EQ(w.proto, kSimple);
+    EXPECT_EQ(w.sendBuff, t.symSend0);
+    EXPECT_EQ(w.recvBuff, t.symRecv0);
+    EXPECT_EQ(w.peerStride4G, 3u);
+    EXPECT_EQ((int)w.symSlot, launches[0].channels[b]);
+    EXPECT_EQ(w.chanOffset, covered);
+    covered += w.chanCount;
+  }
+  EXPECT_EQ(covered, t.count);
+  EXPECT_EQ(specialKernelOfLaunch(launches[0]), dev::kSpecialNone) << "the general Simple kernel runs them";
+  Task plain = t;
+  plain.symStride4G = 0;
+  CollChoice c;
+  ASSERT_EQ(chooseCollective(plain, s, &c), ncclSuccess);
+  EXPECT_FALSE(c.algo == kDirect && c.proto == kSimple);
+  ASSERT_EQ(chooseCollective(t, s, &c), ncclSuccess);
+  EXPECT_TRUE(c.algo == kDirect && c.proto == kSimple);
+}
+
+// The bytes each rank's buffers span, which must lie in symmetric windows.
+TEST(SymmetricPlanner, SpansPerFunction) {
+  size_t send = 0, recv = 0;
+  ASSERT_TRUE(core::symmetricSpans(TaskKind::kAllReduce, 10, 4, 3, &send, &recv));
+  EXPECT_EQ(send, 40u);
+  EXPECT_EQ(recv, 40u);
+  ASSERT_TRUE(core::symmetricSpans(TaskKind::kAllGather, 10, 2, 3, &send, &recv));
+  EXPECT_EQ(send, 20u);
+  EXPECT_EQ(recv, 60u);
+  ASSERT_TRUE(core::symmetricSpans(TaskKind::kReduceScatter, 10, 8, 3, &send, &recv));
+  EXPECT_EQ(send, 240u);
+  EXPECT_EQ(recv, 80u);
+  EXPECT_FALSE(core::symmetricSpans(TaskKind::kBroadcast, 10, 4, 3, &send, &recv));
+  EXPECT_FALSE(core::symmetricSpans(TaskKind::kSend, 10, 4, 3, &send, &recv));
 }
 
 }  // namespace

@@ -222,6 +222,14 @@ class EmuRingComm {
 
   uint64_t step(int c, int s, int r) const { return peers_[s][c][r].send.step; }
 
+  // The symmetric collectives' barrier memory (abi.h DevSymSignals): rank r's at base0 + r * stride.
+  void setSymSignals(DevSymSignals* base0, uint64_t stride) {
+    for (auto& d : comms_) {
+      d->symSignals = base0;
+      d->symSignalStride = stride;
+    }
+  }
+
   // Zero-copy (algo/p2p_direct.cuh): sender s's slots of receiver r's registrations on channel c,
   // and how many parts receiver r took directly from sender s there.
   void setSendRegs(int c, int s, int r, const DevRegSlot* slots) { peers_[s][c][r].sendRegs = slots; }

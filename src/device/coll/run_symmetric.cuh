@@ -1,0 +1,197 @@
+// The symmetric collectives: kAlgoDirect items on the Simple kernel, for calls whose buffers lie
+// in symmetric windows (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC) that every rank of the
+// communicator mapped flat (core/dev_window.h). Every rank's buffer is then at the same place of
+// its slot, so a block reaches its peers' buffers by address arithmetic and moves the data with
+// plain loads and stores: no connection buffer, no copy through a staging slot, no step handshake.
+//
+// Each part (one block, one channel's range of the elements) runs
+//   barrier; move; barrier
+// with the same block of every peer (the planner gives every rank the same parts). The first
+// barrier says the peers' kernels have started, so everything their streams wrote before the call
+// is in place and their outputs are no longer in use; the second that every peer has finished
+// reading this rank's input and writing its output, so the kernel may end.
+//   AllReduce (two-shot): rank r reduces segment r of the part from every rank's input, in rank
+//     order (every rank's result has the same bits), and stores it into every rank's output. Only
+//     rank r touches segment r anywhere, so in-place calls are safe. (A one-shot variant, where
+//     each rank reduces everything into its own output, would race in place: the peers still read
+//     the input it overwrites; ranks may differ in being in place, so the choice cannot depend on it.)
+//   AllGather: rank r stores its input into block r of every rank's output.
+//   ReduceScatter: rank r reduces block r of every rank's input into its output.
+// Reductions over n inputs fold them into the output one input at a time (n - 1 passes): the
+// extra passes stay in local memory, which is ten times faster than the link the inputs cross.
+#pragma once
+
+#include "device/coll/run_work.cuh"
+
+namespace weft::dev {
+
+// Where a block stands in its symmetric barriers.
+struct SymBarrier {
+  DevSymSignals* signals0;  // team rank 0's signals
+  uint64_t stride;          // bytes between two ranks' signals
+  const volatile uint32_t* abortFlag;
+  SimpleShared* sh;
+  int me, n, slot;
+  uint64_t epoch;  // barriers this slot has passed
+
+  WEFT_DEV volatile uint64_t* arriveAt(int rank, int from) const {
+    DevSymSignals* s = reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(signals0) + (uint64_t)rank * stride);
+    return &s->arrive[slot][from];
+  }
+
+  // Every thread of the block. False when the communicator was aborted while waiting.
+  WEFT_DEV bool sync() {
+    const int tid = arch::threadId();
+    epoch++;
+    arch::syncBlock();  // the block's loads and stores of this phase are done
+    if (tid < n && tid != me) {
+      arch::fenceAcqRelSys();  // ... and visible everywhere before the peer learns of it
+      arch::stReleaseSys(arriveAt(tid, me), epoch);
+      volatile uint64_t* from = arriveAt(me, tid);
+      int spins = 0;
+      while (arch::ldAcquireSys(from) < epoch) {
+        if (++spins < kSpinsPerAbortCheck) continue;
+        spins = 0;
+        if (arch::ldVolatileShared(&sh->aborted) || (abortFlag && arch::ldRelaxedSys(abortFlag) != 0)) {
+          arch::stVolatileShared(&sh->aborted, 1);
+          break;
+        }
+      }
+    }
+    arch::syncBlock();
+    return arch::ldVolatileShared(&sh->aborted) == 0;
+  }
+};
+
+WEFT_DEV SymBarrier symBarrierOf(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
+  const ChannelView& v = *env.view;
+  if (v.symSignals == nullptr || v.nRanks > kSymMaxRanks || w.symSlot >= kMaxChannels) arch::trap();
+  SymBarrier b;
+  b.signals0 = v.symSignals;
+  b.stride = v.symSignalStride;
+  b.abortFlag = v.abortFlag;
+  b.sh = env.sh;
+  b.me = v.rank;
+  b.n = v.nRanks;
+  b.slot = w.symSlot;
+  DevSymSignals* own =
+      reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(b.signals0) + (uint64_t)b.me * b.stride);
+  b.epoch = arch::ldN<8>(&own->epoch[b.slot]);
+  return b;
+}
+
+// Saves the slot's epoch for the next item or kernel (after the last sync: every thread has read it).
+WEFT_DEV void symSaveEpoch(const SymBarrier& b) {
+  DevSymSignals* own =
+      reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(b.signals0) + (uint64_t)b.me * b.stride);
+  if (arch::threadId() == 0) arch::stN<8>(&own->epoch[b.slot], b.epoch);
+}
+
+// Rank r's copy of a buffer whose team rank 0 copy is at `base0`.
+template <typename T>
+WEFT_DEV T* symPeer(T* base0, const DevWork& w, int r) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  constexpr uint64_t kUnit = 4ull * 1024 * 1024 * 1024;  // peerStride4G counts 4 GiB
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base0) + (uint64_t)w.peerStride4G * kUnit * (uint64_t)r);
+}
+
+// out[0, n) = the reduction of in(r)[0, n) over every rank r, where in(r) is rank r's input at
+// element offset `at`: this rank's own input first, then the next ranks' in ring order. Only this
+// rank computes these elements (its segment, its block), so the order needs no agreement with the
+// others; starting with its own input lets `out` be that input (in place) without losing it.
+template <typename Fn>
+WEFT_DEV void symFold(const Fn& fn, const DevWork& w, int me, int nRanks, uint64_t at, typename Fn::Elem* out,
+                      int64_t n) {
+  using T = typename Fn::Elem;
+  const T* in0 = static_cast<const T*>(w.sendBuff) + at;
+  const int tid = arch::threadId();
+  int k = 1;  // inputs folded in so far
+  if constexpr (Fn::kPreOp) {
+    reduceCopyOutlined<Fn, 1, 1, true, false>(fn, tid, kSimpleThreads, symPeer(in0, w, me), nullptr, out, nullptr, n);
+  } else {
+    const T* own = symPeer(in0, w, me);
+    const T* next = symPeer(in0, w, (me + 1) % nRanks);
+    if (nRanks == 2)
+      reduceCopyOutlined<Fn, 2, 1, false, Fn::kPostOp>(fn, tid, kSimpleThreads, own, next, out, nullptr, n);
+    else
+      reduceCopyOutlined<Fn, 2, 1, false, false>(fn, tid, kSimpleThreads, own, next, out, nullptr, n);
+    k = 2;
+  }
+  for (; k < nRanks; k++) {
+    arch::syncBlock();  // the previous pass wrote `out` with another thread-to-element mapping at the edges
+    const T* in = symPeer(in0, w, (me + k) % nRanks);
+    if (k == nRanks - 1) reduceCopyOutlined<Fn, 2, 1, Fn::kPreOp, Fn::kPostOp>(fn, tid, kSimpleThreads, out, in, out,
+                                                                              nullptr, n);
+    else reduceCopyOutlined<Fn, 2, 1, Fn::kPreOp, false>(fn, tid, kSimpleThreads, out, in, out, nullptr, n);
+  }
+}
+
+// This part's segment `seg` of `segs` (element offset and count), on 16-byte boundaries.
+WEFT_DEV void symSegment(uint64_t count, int elemBytes, int segs, int seg, uint64_t* off, uint64_t* len) {
+  const uint64_t align = 16 / (uint64_t)elemBytes;
+  uint64_t per = (count + segs - 1) / segs;
+  per = (per + align - 1) / align * align;
+  const uint64_t begin = per * (uint64_t)seg < count ? per * (uint64_t)seg : count;
+  const uint64_t end = seg == segs - 1 ? count : (begin + per < count ? begin + per : count);
+  *off = begin;
+  *len = end - begin;
+}
+
+template <typename Fn>
+WEFT_DEV void runSymmetricAllReduce(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
+  using T = typename Fn::Elem;
+  SymBarrier bar = symBarrierOf(w, env);
+  const int me = bar.me, n = bar.n;
+  uint64_t segOff, segLen;
+  symSegment(w.chanCount, (int)sizeof(T), n, me, &segOff, &segLen);
+  const uint64_t at = w.chanOffset + segOff;
+  T* outMine = symPeer(static_cast<T*>(w.recvBuff), w, me) + at;
+  if (bar.sync()) {
+    if (segLen > 0) {
+      symFold<Fn>(Fn::fromWork(w), w, me, n, at, outMine, (int64_t)segLen);
+      arch::syncBlock();
+      for (int k = 1; k < n; k++) {
+        const int r = (me + k) % n;  // every rank starts with a different peer
+        reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, arch::threadId(), kSimpleThreads, outMine, nullptr,
+                                                        symPeer(static_cast<T*>(w.recvBuff), w, r) + at, nullptr,
+                                                        (int64_t)(segLen * sizeof(T)));
+      }
+    }
+    (void)bar.sync();
+  }
+  symSaveEpoch(bar);
+}
+
+template <typename Fn>
+WEFT_DEV void runSymmetricReduceScatter(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
+  using T = typename Fn::Elem;
+  SymBarrier bar = symBarrierOf(w, env);
+  const uint64_t at = (uint64_t)bar.me * w.count + w.chanOffset;  // block `me` of every input
+  T* out = symPeer(static_cast<T*>(w.recvBuff), w, bar.me) + w.chanOffset;
+  if (bar.sync()) {
+    symFold<Fn>(Fn::fromWork(w), w, bar.me, bar.n, at, out, (int64_t)w.chanCount);
+    (void)bar.sync();
+  }
+  symSaveEpoch(bar);
+}
+
+WEFT_DEV void runSymmetricAllGather(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
+  SymBarrier bar = symBarrierOf(w, env);
+  const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
+  const uint64_t bytes = w.chanCount * es;
+  const char* in = symPeer(static_cast<const char*>(w.sendBuff), w, bar.me) + w.chanOffset * es;
+  const uint64_t at = ((uint64_t)bar.me * w.count + w.chanOffset) * es;  // block `me` of every output
+  if (bar.sync()) {
+    for (int k = 0; k < bar.n; k++) {
+      const int r = (bar.me + k) % bar.n;
+      char* out = symPeer(static_cast<char*>(w.recvBuff), w, r) + at;
+      if (out != in)
+        reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, arch::threadId(), kSimpleThreads, in, nullptr, out,
+                                                        nullptr, (int64_t)bytes);
+    }
+    (void)bar.sync();
+  }
+  symSaveEpoch(bar);
+}
+
+}  // namespace weft::dev
