@@ -30,7 +30,8 @@ static_assert(kDirectBarrierBase + kSimpleMaxGroups <= arch::kNamedBarriers, "no
 // would cost more than the receiver's copy it saves.
 WEFT_HD bool p2pDirectQualifies(uint64_t bytes, uint64_t stepBytes) { return stepBytes > 0 && bytes >= stepBytes; }
 
-// Lane 0: spins until *p >= want; false when the communicator aborted first (then recorded in sh).
+// One thread (lane 0 here; the symmetric barriers' signalling threads too): spins until *p >= want;
+// false when the communicator aborted first (then recorded in sh).
 WEFT_DEV bool directWait(const volatile uint64_t* p, uint64_t want, SimpleShared* sh,
                          const volatile uint32_t* abortFlag) {
   int spins = 0;

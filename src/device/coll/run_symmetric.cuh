@@ -34,10 +34,10 @@ struct SymBarrier {
   int me, n, slot;
   uint64_t epoch;  // barriers this slot has passed
 
-  WEFT_DEV volatile uint64_t* arriveAt(int rank, int from) const {
-    DevSymSignals* s = reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(signals0) + (uint64_t)rank * stride);
-    return &s->arrive[slot][from];
+  WEFT_DEV DevSymSignals* signalsOf(int rank) const {
+    return reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(signals0) + (uint64_t)rank * stride);
   }
+  WEFT_DEV volatile uint64_t* arriveAt(int rank, int from) const { return &signalsOf(rank)->arrive[slot][from]; }
 
   // Every thread of the block. False when the communicator was aborted while waiting.
   WEFT_DEV bool sync() {
@@ -47,16 +47,7 @@ struct SymBarrier {
     if (tid < n && tid != me) {
       arch::fenceAcqRelSys();  // ... and visible everywhere before the peer learns of it
       arch::stReleaseSys(arriveAt(tid, me), epoch);
-      volatile uint64_t* from = arriveAt(me, tid);
-      int spins = 0;
-      while (arch::ldAcquireSys(from) < epoch) {
-        if (++spins < kSpinsPerAbortCheck) continue;
-        spins = 0;
-        if (arch::ldVolatileShared(&sh->aborted) || (abortFlag && arch::ldRelaxedSys(abortFlag) != 0)) {
-          arch::stVolatileShared(&sh->aborted, 1);
-          break;
-        }
-      }
+      (void)directWait(arriveAt(me, tid), epoch, sh, abortFlag);  // an abort is recorded in sh
     }
     arch::syncBlock();
     return arch::ldVolatileShared(&sh->aborted) == 0;
@@ -74,17 +65,13 @@ WEFT_DEV SymBarrier symBarrierOf(const DevWork& w, const WorkEnvT<SimpleShared>&
   b.me = v.rank;
   b.n = v.nRanks;
   b.slot = w.symSlot;
-  DevSymSignals* own =
-      reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(b.signals0) + (uint64_t)b.me * b.stride);
-  b.epoch = arch::ldN<8>(&own->epoch[b.slot]);
+  b.epoch = arch::ldN<8>(&b.signalsOf(b.me)->epoch[b.slot]);
   return b;
 }
 
 // Saves the slot's epoch for the next item or kernel (after the last sync: every thread has read it).
 WEFT_DEV void symSaveEpoch(const SymBarrier& b) {
-  DevSymSignals* own =
-      reinterpret_cast<DevSymSignals*>(reinterpret_cast<char*>(b.signals0) + (uint64_t)b.me * b.stride);
-  if (arch::threadId() == 0) arch::stN<8>(&own->epoch[b.slot], b.epoch);
+  if (arch::threadId() == 0) arch::stN<8>(&b.signalsOf(b.me)->epoch[b.slot], b.epoch);
 }
 
 // Rank r's copy of a buffer whose team rank 0 copy is at `base0`.
