@@ -32,8 +32,7 @@ WEFT_DEV void runReduceWorkBody(const DevWork* w, EnvOf<P> env) {
   }
   if constexpr (P::kId == kProtoSimple) {
     if (w->algo == kAlgoDirect) {  // the symmetric collectives (coll/run_symmetric.cuh)
-      if (w->func == kFuncAllReduce) runSymmetricAllReduce<Fn>(*w, env);
-      else runSymmetricReduceScatter<Fn>(*w, env);
+      runSymmetricReduce<Fn>(*w, env);
       return;
     }
   }

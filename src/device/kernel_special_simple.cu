@@ -1,7 +1,7 @@
 // Entries of the specialized Simple kernels (special_kernels.h): the Simple kernel's body with
-// one kind of item (Ring sums of float/half/bfloat16, Ring copies, SendRecv), every call inlined
-// but, for the sums, each slice's data movement (specialKernelOutlinesCopies); the sums' inlined
-// twins for small items inline that too.
+// one kind of item (Ring sums of float/half/bfloat16, Ring copies, SendRecv, the symmetric sums
+// and AllGather), every call inlined but, for the Ring sums, each slice's data movement
+// (specialKernelOutlinesCopies); their inlined twins for small items inline that too.
 #include "device/coll/run_special.cuh"
 #include "device/kernel_body.cuh"
 #include "device/kernel_entries.h"
@@ -26,6 +26,10 @@ const void* specialSimpleKernelEntry(int kind) {
     case kSpecialRingSumInlineF16: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingSumInlineF16>);
     case kSpecialRingSumInlineBf16:
       return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialRingSumInlineBf16>);
+    case kSpecialSymSumF32: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialSymSumF32>);
+    case kSpecialSymSumF16: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialSymSumF16>);
+    case kSpecialSymSumBf16: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialSymSumBf16>);
+    case kSpecialSymGather: return reinterpret_cast<const void*>(&weftKernelSpecialSimple<kSpecialSymGather>);
     default: return nullptr;
   }
 }

@@ -1,12 +1,12 @@
 // Kernels specialized for one kind of work item (kernel_special.cu for LL, kernel_special_simple.cu
-// for Simple, kernel_special_ll128.cu for LL128). The general kernels run every item through a dispatch over every function,
-// algorithm, reduction and type, all in one function: ptxas gives the Simple kernel's runner a
-// 1440-byte frame and 22,784 bytes of spill stores, and the LL kernel's runner 1808 bytes of stack
-// per thread (cuobjdump, linked), which every launch touches cold and the Simple copy loops pay
-// for on every slice. A kernel compiled for one kind spills little or nothing (Simple Ring sums
-// with outlined slice copies: none; Direct: no stack since session 7, when the per-peer and
-// per-slot arrays left local memory: reg_array.h). Measured on 2xH200 against the
-// general kernels (session 5 and 6): 8-byte Direct all_reduce in a CUDA graph 11.2 -> 7.7 us;
+// for Simple and the symmetric collectives, kernel_special_ll128.cu for LL128). The general
+// kernels run every item through a dispatch over every function, algorithm, reduction and type,
+// all in one function: ptxas gives the Simple kernel's runner a 1440-byte frame and 22,784 bytes
+// of spill stores, and the LL kernel's runner 1808 bytes of stack per thread (cuobjdump, linked),
+// which every launch touches cold and the Simple copy loops pay for on every slice. A kernel
+// compiled for one kind spills little or nothing (Simple Ring sums with outlined slice copies:
+// none; Direct: no stack since session 7, when the per-peer and per-slot arrays left local
+// memory: reg_array.h). Measured on 2xH200 against the general kernels (session 5 and 6): 8-byte Direct all_reduce in a CUDA graph 11.2 -> 7.7 us;
 // busbw at 1 GiB reduce 244 -> 332 GB/s, reduce_scatter 244 -> 314, all_reduce 290 -> 311; one
 // rank, graph, 8 bytes 9.0 -> 5.9 us. So a launch whose items are all of one common kind runs the
 // kernel of that kind. The host picks it (enqueue/planner.h: specialKernelOfLaunch);
@@ -37,6 +37,13 @@ enum SpecialKernel : int {
   kSpecialRingSumInlineF32,
   kSpecialRingSumInlineF16,
   kSpecialRingSumInlineBf16,
+  // The symmetric collectives (coll/run_symmetric.cuh: Direct items on Simple, buffers in
+  // symmetric windows). In the general Simple kernel a 2-rank 8-byte AllReduce took 9.95 us on one
+  // H200 (graph), of which ~6 us is that kernel's frame and dispatch (session 29, call B).
+  kSpecialSymSumF32,      // symmetric AllReduce or ReduceScatter, sum of float
+  kSpecialSymSumF16,      // ... of half
+  kSpecialSymSumBf16,     // ... of bfloat16
+  kSpecialSymGather,      // symmetric AllGather (any type: moved as bytes)
   // LL128 (built where the arch has LL128). Its general kernel runs every functor out of line, so
   // that its stack fits CUDA's default (1216 B with these inlined there: session 16); these
   // kernels inline one each: Ring only (Tree/LL128 is forced only, on one node).
@@ -57,7 +64,7 @@ enum SpecialKernel : int {
 
 // The protocol whose launch shape the kernel of `kind` has.
 WEFT_HD constexpr Proto specialKernelProto(int kind) {
-  if (kind >= kSpecialRingSumF32 && kind <= kSpecialRingSumInlineBf16) return kProtoSimple;
+  if (kind >= kSpecialRingSumF32 && kind <= kSpecialSymGather) return kProtoSimple;
   if (kind >= kSpecialLL128SumF32 && kind <= kSpecialLL128Copy) return kProtoLL128;
   return kProtoLL;
 }
@@ -170,6 +177,11 @@ WEFT_HD SpecialKernel specialKernelOf(const DevWork& w) {
   }
   if (w.proto != kProtoSimple) return kSpecialNone;
   if (w.func == kFuncSendRecv) return kSpecialSendRecv;
+  if (w.algo == kAlgoDirect) {  // symmetric
+    if (w.func == kFuncAllGather) return kSpecialSymGather;
+    if ((w.func != kFuncAllReduce && w.func != kFuncReduceScatter) || !sum) return kSpecialNone;
+    return detail::sumKernelOf(w.dataType, kSpecialSymSumF32, kSpecialSymSumF16, kSpecialSymSumBf16);
+  }
   if (w.algo != kAlgoRing) return kSpecialNone;
   if (w.func == kFuncBroadcast || w.func == kFuncAllGather) return kSpecialRingCopy;
   const bool reduction = w.func == kFuncAllReduce || w.func == kFuncReduce || w.func == kFuncReduceScatter;

@@ -379,7 +379,7 @@ TEST(SymmetricPlanner, ItemsCarryFlatAddressesStrideAndSlot) {
     covered += w.chanCount;
   }
   EXPECT_EQ(covered, t.count);
-  EXPECT_EQ(specialKernelOfLaunch(launches[0]), dev::kSpecialNone) << "the general Simple kernel runs them";
+  EXPECT_EQ(specialKernelOfLaunch(launches[0]), dev::kSpecialSymSumF32) << "float sums: the symmetric sum kernel";
   Task plain = t;
   plain.symStride4G = 0;
   CollChoice c;

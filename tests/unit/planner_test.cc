@@ -465,7 +465,7 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   EXPECT_EQ(kindOf({}), dev::kSpecialNone) << "no items";
   dev::DevWork simpleGather = gather;
   simpleGather.proto = dev::kProtoSimple;
-  EXPECT_EQ(kindOf({{simpleGather}}), dev::kSpecialNone) << "Direct runs on LL only";
+  EXPECT_EQ(kindOf({{simpleGather}}), dev::kSpecialNone) << "a symmetric (Direct/Simple) item in an LL launch";
 
   // Simple: Ring sums of float/half/bf16 (AllReduce, Reduce, ReduceScatter mixed), Ring copies
   // (Broadcast, AllGather mixed), SendRecv; the launch's protocol must match the kind's.
@@ -492,6 +492,29 @@ TEST(Planner, SpecialKernelOnlyForLaunchesOfOneKind) {
   EXPECT_EQ(simpleKindOf({{treeSum}}), dev::kSpecialNone) << "Tree is not specialized";
   EXPECT_EQ(simpleKindOf({{prodF32}}), dev::kSpecialNone) << "prod is not specialized";
   EXPECT_EQ(kindOf({{ringSum}}), dev::kSpecialNone) << "a Simple item in a launch that says LL";
+  // The symmetric collectives (Direct on Simple): sums of float/half/bf16 (AllReduce and
+  // ReduceScatter mixed) and AllGather of any type; never mixed with Ring items.
+  auto symItem = [&](int func, int op, int type) { return item(func, dev::kAlgoDirect, dev::kProtoSimple, op, type); };
+  const dev::DevWork symSum = symItem(dev::kFuncAllReduce, dev::kRedSum, dev::kFloat32);
+  const dev::DevWork symRsSum = symItem(dev::kFuncReduceScatter, dev::kRedSum, dev::kFloat32);
+  const dev::DevWork symHalf = symItem(dev::kFuncReduceScatter, dev::kRedSum, dev::kFloat16);
+  const dev::DevWork symBf16 = symItem(dev::kFuncAllReduce, dev::kRedSum, dev::kBfloat16);
+  const dev::DevWork symGather = symItem(dev::kFuncAllGather, dev::kRedMax, dev::kInt64);
+  const dev::DevWork symMax = symItem(dev::kFuncAllReduce, dev::kRedMax, dev::kFloat32);
+  EXPECT_EQ(simpleKindOf({{symSum, symRsSum}, {symSum}}), dev::kSpecialSymSumF32);
+  EXPECT_EQ(simpleKindOf({{symHalf}}), dev::kSpecialSymSumF16);
+  EXPECT_EQ(simpleKindOf({{symBf16}}), dev::kSpecialSymSumBf16);
+  EXPECT_EQ(simpleKindOf({{symGather}}), dev::kSpecialSymGather);
+  EXPECT_EQ(simpleKindOf({{symMax}}), dev::kSpecialNone) << "max stays with the general kernel";
+  EXPECT_EQ(simpleKindOf({{symSum}, {ringSum}}), dev::kSpecialNone) << "symmetric and Ring items in one launch";
+  EXPECT_EQ(simpleKindOf({{symSum, symGather}}), dev::kSpecialNone) << "a sum and a copy in one launch";
+  dev::DevWork symReduce = symSum;
+  symReduce.func = dev::kFuncReduce;
+  EXPECT_EQ(simpleKindOf({{symReduce}}), dev::kSpecialNone) << "no symmetric Reduce";
+  for (int k = dev::kSpecialSymSumF32; k <= dev::kSpecialSymGather; ++k) {
+    EXPECT_EQ(dev::specialInlineTwin(k), k) << "symmetric kinds have no twin";
+    EXPECT_EQ(dev::specialKernelFunction(k) != nullptr, dev::kernelFunction(dev::kProtoSimple) != nullptr) << k;
+  }
   for (int k = dev::kSpecialNone + 1; k < dev::kNumSpecialKernels; ++k) {
     const int want = k >= dev::kSpecialLL128SumF32 ? dev::kProtoLL128
                      : k >= dev::kSpecialRingSumF32 ? dev::kProtoSimple

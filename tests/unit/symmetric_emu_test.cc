@@ -188,6 +188,9 @@ Sym sym(int func, int type, int op, uint64_t count, bool inPlace = false) {
   return k;
 }
 
+// Lays colls out, runs them as one launch of the general Simple kernel (Kind kSpecialNone) or of
+// the specialized kernel Kind (which the host must pick for these items), checks every output.
+template <int Kind = kSpecialNone>
 void runAndCheck(SymComm& comm, std::vector<Sym>& colls, std::mt19937& rng, const std::string& what) {
   comm.reset();
   Works works(comm.nRanks(), std::vector<std::vector<DevWork>>(comm.nChannels()));
@@ -195,7 +198,13 @@ void runAndCheck(SymComm& comm, std::vector<Sym>& colls, std::mt19937& rng, cons
   for (auto& k : colls) comm.add(k, works, rng, (i++ % 3) * dataTypeBytes(k.type));
   for (auto& perRank : works)
     for (auto& list : perRank) ASSERT_LE(list.size(), (size_t)kMaxWorksPerChannel);
-  ASSERT_TRUE(comm.launch<SimpleProto>(works, 120)) << "deadlock: " << what;
+  if constexpr (Kind == kSpecialNone) {
+    ASSERT_TRUE(comm.launch<SimpleProto>(works, 120)) << "deadlock: " << what;
+  } else {
+    bool picked = false;
+    ASSERT_TRUE((comm.launchSpecial<Kind, SimpleProto>(works, 120, &picked))) << "deadlock: " << what;
+    EXPECT_TRUE(picked) << what << ": the host would run these items in another kernel";
+  }
   for (auto& k : colls) ASSERT_EQ(comm.check(k), "") << what;
 }
 
@@ -236,6 +245,34 @@ TEST(SymmetricEmu, AllGatherInAndOutOfPlace) {
                               sym(kFuncAllGather, kFloat16, kRedSum, 1001),
                               sym(kFuncAllGather, kInt64, kRedSum, 70, true)};
     runAndCheck(comm, colls, rng, std::to_string(n) + " ranks");
+  }
+}
+
+// The specialized kernels (special_kernels.h kSpecialSym*): float/half/bfloat16 sums of
+// AllReduce and ReduceScatter mixed in one launch, AllGather of any type, in and out of place.
+TEST(SymmetricEmu, SpecializedKernels) {
+  std::mt19937 rng(11);
+  for (int n : {2, 3, 4}) {
+    SymComm comm(n, 2);
+    ASSERT_TRUE(comm.flat().ok());
+    const std::string ranks = std::to_string(n) + " ranks";
+    std::vector<Sym> f32 = {sym(kFuncAllReduce, kFloat32, kRedSum, 701), sym(kFuncReduceScatter, kFloat32, kRedSum, 37),
+                            sym(kFuncAllReduce, kFloat32, kRedSum, 3, true),
+                            sym(kFuncReduceScatter, kFloat32, kRedSum, 130, true)};
+    Sym random = sym(kFuncAllReduce, kFloat32, kRedSum, 515);
+    random.randomFloats = true;
+    f32.push_back(random);
+    runAndCheck<kSpecialSymSumF32>(comm, f32, rng, "float sums, " + ranks);
+    std::vector<Sym> f16 = {sym(kFuncAllReduce, kFloat16, kRedSum, 1),
+                            sym(kFuncReduceScatter, kFloat16, kRedSum, 99, true)};
+    runAndCheck<kSpecialSymSumF16>(comm, f16, rng, "half sums, " + ranks);
+    std::vector<Sym> bf16 = {sym(kFuncAllReduce, kBfloat16, kRedSum, 257, true),
+                             sym(kFuncReduceScatter, kBfloat16, kRedSum, 5)};
+    runAndCheck<kSpecialSymSumBf16>(comm, bf16, rng, "bfloat16 sums, " + ranks);
+    std::vector<Sym> gather = {sym(kFuncAllGather, kUint8, kRedSum, 333, true),
+                               sym(kFuncAllGather, kFloat16, kRedSum, 41),
+                               sym(kFuncAllGather, kInt64, kRedMax, 70, true)};
+    runAndCheck<kSpecialSymGather>(comm, gather, rng, "AllGather, " + ranks);
   }
 }
 

@@ -162,6 +162,13 @@ WEFT_DEV void runSymmetricReduceScatter(const DevWork& w, const WorkEnvT<SimpleS
   symSaveEpoch(bar);
 }
 
+// AllReduce or ReduceScatter items of functor Fn.
+template <typename Fn>
+WEFT_DEV void runSymmetricReduce(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
+  if (w.func == kFuncAllReduce) runSymmetricAllReduce<Fn>(w, env);
+  else runSymmetricReduceScatter<Fn>(w, env);
+}
+
 WEFT_DEV void runSymmetricAllGather(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
   SymBarrier bar = symBarrierOf(w, env);
   const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
