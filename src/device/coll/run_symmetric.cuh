@@ -19,6 +19,8 @@
 //   ReduceScatter: rank r reduces block r of every rank's input into its output.
 // Reductions over n inputs fold them into the output one input at a time (n - 1 passes): the
 // extra passes stay in local memory, which is ten times faster than the link the inputs cross.
+// AllReduce's last pass also stores into the next rank's output: with two ranks one pass reads
+// the peer's input and writes the peer's output, the link busy both ways at once.
 #pragma once
 
 #include "device/coll/run_work.cuh"
@@ -82,34 +84,50 @@ WEFT_DEV T* symPeer(T* base0, const DevWork& w, int r) {
   return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base0) + (uint64_t)w.peerStride4G * kUnit * (uint64_t)r);
 }
 
+// One pass of a fold: out = combine(a, b) (Pre: b scaled first). The last pass applies Fn's
+// post-op and also stores the result at `also` when that is not null.
+template <typename Fn, int NSrcs, bool Pre, bool Last>
+WEFT_DEV void symFoldPass(const Fn& fn, const typename Fn::Elem* a, const typename Fn::Elem* b,
+                          typename Fn::Elem* out, typename Fn::Elem* also, int64_t n) {
+  constexpr bool kPost = Last && Fn::kPostOp;
+  const int tid = arch::threadId();
+  if (Last && also != nullptr)
+    reduceCopyOutlined<Fn, NSrcs, 2, Pre, kPost>(fn, tid, kSimpleThreads, a, b, out, also, n);
+  else
+    reduceCopyOutlined<Fn, NSrcs, 1, Pre, kPost>(fn, tid, kSimpleThreads, a, b, out, nullptr, n);
+}
+
 // out[0, n) = the reduction of in(r)[0, n) over every rank r, where in(r) is rank r's input at
 // element offset `at`: this rank's own input first, then the next ranks' in ring order. Only this
 // rank computes these elements (its segment, its block), so the order needs no agreement with the
 // others; starting with its own input lets `out` be that input (in place) without losing it.
+// The last pass also stores the result at `also` when it is not null (AllReduce: the next rank's
+// output, one pass fewer; with two ranks the whole exchange is then one pass that reads the
+// peer's input and writes the peer's output). In place, `also` is the next rank's input at `at`,
+// which only this rank reads, in the first pass: a block barrier separates that from the last
+// pass, and with two ranks they are one pass, in which each thread loads a pack before it
+// stores it.
 template <typename Fn>
 WEFT_DEV void symFold(const Fn& fn, const DevWork& w, int me, int nRanks, uint64_t at, typename Fn::Elem* out,
-                      int64_t n) {
+                      typename Fn::Elem* also, int64_t n) {
   using T = typename Fn::Elem;
   const T* in0 = static_cast<const T*>(w.sendBuff) + at;
-  const int tid = arch::threadId();
+  const T* own = symPeer(in0, w, me);
   int k = 1;  // inputs folded in so far
   if constexpr (Fn::kPreOp) {
-    reduceCopyOutlined<Fn, 1, 1, true, false>(fn, tid, kSimpleThreads, symPeer(in0, w, me), nullptr, out, nullptr, n);
+    // PreMulSum: the own input alone, scaled; the others scaled as they are folded in.
+    symFoldPass<Fn, 1, true, false>(fn, own, nullptr, out, nullptr, n);
   } else {
-    const T* own = symPeer(in0, w, me);
     const T* next = symPeer(in0, w, (me + 1) % nRanks);
-    if (nRanks == 2)
-      reduceCopyOutlined<Fn, 2, 1, false, Fn::kPostOp>(fn, tid, kSimpleThreads, own, next, out, nullptr, n);
-    else
-      reduceCopyOutlined<Fn, 2, 1, false, false>(fn, tid, kSimpleThreads, own, next, out, nullptr, n);
+    if (nRanks == 2) symFoldPass<Fn, 2, false, true>(fn, own, next, out, also, n);
+    else symFoldPass<Fn, 2, false, false>(fn, own, next, out, nullptr, n);
     k = 2;
   }
   for (; k < nRanks; k++) {
     arch::syncBlock();  // the previous pass wrote `out` with another thread-to-element mapping at the edges
     const T* in = symPeer(in0, w, (me + k) % nRanks);
-    if (k == nRanks - 1) reduceCopyOutlined<Fn, 2, 1, Fn::kPreOp, Fn::kPostOp>(fn, tid, kSimpleThreads, out, in, out,
-                                                                              nullptr, n);
-    else reduceCopyOutlined<Fn, 2, 1, Fn::kPreOp, false>(fn, tid, kSimpleThreads, out, in, out, nullptr, n);
+    if (k == nRanks - 1) symFoldPass<Fn, 2, Fn::kPreOp, true>(fn, out, in, out, also, n);
+    else symFoldPass<Fn, 2, Fn::kPreOp, false>(fn, out, in, out, nullptr, n);
   }
 }
 
@@ -135,9 +153,10 @@ WEFT_DEV void runSymmetricAllReduce(const DevWork& w, const WorkEnvT<SimpleShare
   T* outMine = symPeer(static_cast<T*>(w.recvBuff), w, me) + at;
   if (bar.sync()) {
     if (segLen > 0) {
-      symFold<Fn>(Fn::fromWork(w), w, me, n, at, outMine, (int64_t)segLen);
-      arch::syncBlock();
-      for (int k = 1; k < n; k++) {
+      T* outNext = symPeer(static_cast<T*>(w.recvBuff), w, (me + 1) % n) + at;
+      symFold<Fn>(Fn::fromWork(w), w, me, n, at, outMine, outNext, (int64_t)segLen);
+      if (n > 2) arch::syncBlock();  // the copies below read outMine with another mapping at the edges
+      for (int k = 2; k < n; k++) {
         const int r = (me + k) % n;  // every rank starts with a different peer
         reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, arch::threadId(), kSimpleThreads, outMine, nullptr,
                                                         symPeer(static_cast<T*>(w.recvBuff), w, r) + at, nullptr,
@@ -156,7 +175,7 @@ WEFT_DEV void runSymmetricReduceScatter(const DevWork& w, const WorkEnvT<SimpleS
   const uint64_t at = (uint64_t)bar.me * w.count + w.chanOffset;  // block `me` of every input
   T* out = symPeer(static_cast<T*>(w.recvBuff), w, bar.me) + w.chanOffset;
   if (bar.sync()) {
-    symFold<Fn>(Fn::fromWork(w), w, bar.me, bar.n, at, out, (int64_t)w.chanCount);
+    symFold<Fn>(Fn::fromWork(w), w, bar.me, bar.n, at, out, nullptr, (int64_t)w.chanCount);
     (void)bar.sync();
   }
   symSaveEpoch(bar);
