@@ -20,7 +20,8 @@
 // Reductions over n inputs fold them into the output one input at a time (n - 1 passes): the
 // extra passes stay in local memory, which is ten times faster than the link the inputs cross.
 // AllReduce's last pass also stores into the next rank's output: with two ranks one pass reads
-// the peer's input and writes the peer's output, the link busy both ways at once.
+// the peer's input and writes the peer's output, the link busy both ways at once. Copies to
+// several outputs go two per pass.
 #pragma once
 
 #include "device/coll/run_work.cuh"
@@ -131,6 +132,27 @@ WEFT_DEV void symFold(const Fn& fn, const DevWork& w, int me, int nRanks, uint64
   }
 }
 
+// Copies `bytes` from src to dstOf(k) for every k in [0, count) whose destination is not null,
+// two destinations per pass (one read of src feeds both stores).
+template <typename DstOf>
+WEFT_DEV void symCopyToEach(const void* src, int count, const DstOf& dstOf, int64_t bytes) {
+  const int tid = arch::threadId();
+  void* pending = nullptr;
+  for (int k = 0; k < count; k++) {
+    void* d = dstOf(k);
+    if (d == nullptr) continue;
+    if (pending == nullptr) {
+      pending = d;
+      continue;
+    }
+    reduceCopyOutlined<FnCopy, 1, 2, false, false>(FnCopy{}, tid, kSimpleThreads, src, nullptr, pending, d, bytes);
+    pending = nullptr;
+  }
+  if (pending != nullptr)
+    reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, tid, kSimpleThreads, src, nullptr, pending, nullptr,
+                                                    bytes);
+}
+
 // This part's segment `seg` of `segs` (element offset and count), on 16-byte boundaries.
 WEFT_DEV void symSegment(uint64_t count, int elemBytes, int segs, int seg, uint64_t* off, uint64_t* len) {
   const uint64_t align = 16 / (uint64_t)elemBytes;
@@ -155,12 +177,12 @@ WEFT_DEV void runSymmetricAllReduce(const DevWork& w, const WorkEnvT<SimpleShare
     if (segLen > 0) {
       T* outNext = symPeer(static_cast<T*>(w.recvBuff), w, (me + 1) % n) + at;
       symFold<Fn>(Fn::fromWork(w), w, me, n, at, outMine, outNext, (int64_t)segLen);
-      if (n > 2) arch::syncBlock();  // the copies below read outMine with another mapping at the edges
-      for (int k = 2; k < n; k++) {
-        const int r = (me + k) % n;  // every rank starts with a different peer
-        reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, arch::threadId(), kSimpleThreads, outMine, nullptr,
-                                                        symPeer(static_cast<T*>(w.recvBuff), w, r) + at, nullptr,
-                                                        (int64_t)(segLen * sizeof(T)));
+      if (n > 2) {
+        arch::syncBlock();  // the copies read outMine with another thread-to-element mapping at the edges
+        auto dst = [&](int k) {  // every rank starts with a different peer
+          return static_cast<void*>(symPeer(static_cast<T*>(w.recvBuff), w, (me + 2 + k) % n) + at);
+        };
+        symCopyToEach(outMine, n - 2, dst, (int64_t)(segLen * sizeof(T)));
       }
     }
     (void)bar.sync();
@@ -195,13 +217,11 @@ WEFT_DEV void runSymmetricAllGather(const DevWork& w, const WorkEnvT<SimpleShare
   const char* in = symPeer(static_cast<const char*>(w.sendBuff), w, bar.me) + w.chanOffset * es;
   const uint64_t at = ((uint64_t)bar.me * w.count + w.chanOffset) * es;  // block `me` of every output
   if (bar.sync()) {
-    for (int k = 0; k < bar.n; k++) {
-      const int r = (bar.me + k) % bar.n;
-      char* out = symPeer(static_cast<char*>(w.recvBuff), w, r) + at;
-      if (out != in)
-        reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, arch::threadId(), kSimpleThreads, in, nullptr, out,
-                                                        nullptr, (int64_t)bytes);
-    }
+    auto dst = [&](int k) -> void* {  // every rank starts with its own output (skipped in place)
+      char* out = symPeer(static_cast<char*>(w.recvBuff), w, (bar.me + k) % bar.n) + at;
+      return out == in ? nullptr : out;
+    };
+    symCopyToEach(in, bar.n, dst, (int64_t)bytes);
     (void)bar.sync();
   }
   symSaveEpoch(bar);
