@@ -43,10 +43,10 @@ WEFT_DEV void runSpecialWork(const DevWork* w, const WorkEnvT<Shared>& env) {
     else if constexpr (kItems == kSpecialRingSumBf16) runRingColl<FnSum<__nv_bfloat16>, P>(*w, env);
     else if constexpr (Kind == kSpecialRingCopy) runRingColl<FnCopy, P>(*w, env);
     else if constexpr (Kind == kSpecialSendRecv) runSendRecv<P>(*w, env);
-    else if constexpr (Kind == kSpecialSymSumF32) runSymmetricReduce<FnSum<float>>(*w, env);
-    else if constexpr (Kind == kSpecialSymSumF16) runSymmetricReduce<FnSum<__half>>(*w, env);
-    else if constexpr (Kind == kSpecialSymSumBf16) runSymmetricReduce<FnSum<__nv_bfloat16>>(*w, env);
-    else if constexpr (Kind == kSpecialSymGather) runSymmetricAllGather(*w, env);
+    else if constexpr (Kind == kSpecialSymSumF32) runSymmetricReduce<FnSum<float>, true>(*w, env);
+    else if constexpr (Kind == kSpecialSymSumF16) runSymmetricReduce<FnSum<__half>, true>(*w, env);
+    else if constexpr (Kind == kSpecialSymSumBf16) runSymmetricReduce<FnSum<__nv_bfloat16>, true>(*w, env);
+    else if constexpr (Kind == kSpecialSymGather) runSymmetricAllGather<true>(*w, env);
     else static_assert(Kind == kSpecialSymGather, "no runner for this kind");
   }
 }

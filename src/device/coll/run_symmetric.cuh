@@ -85,17 +85,25 @@ WEFT_DEV T* symPeer(T* base0, const DevWork& w, int r) {
   return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base0) + (uint64_t)w.peerStride4G * kUnit * (uint64_t)r);
 }
 
+// The data movement of the symmetric runners: a call in the general kernel (whose stack must stay
+// small), inlined in the specialized kernels (Inline): a call saves and restores registers in
+// local memory each time, which small calls pay for (session 18, Ring copies: ~1.3 us per
+// all_gather of 8 B - 256 KiB on one H200).
+template <bool Inline, typename Fn, int NSrcs, int NDsts, bool Pre, bool Post>
+WEFT_DEV void symMove(const Fn& fn, const void* s0, const void* s1, void* d0, void* d1, int64_t n) {
+  const int tid = arch::threadId();
+  if constexpr (Inline) reduceCopy<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, kSimpleThreads, s0, s1, d0, d1, n);
+  else reduceCopyOutlined<Fn, NSrcs, NDsts, Pre, Post>(fn, tid, kSimpleThreads, s0, s1, d0, d1, n);
+}
+
 // One pass of a fold: out = combine(a, b) (Pre: b scaled first). The last pass applies Fn's
 // post-op and also stores the result at `also` when that is not null.
-template <typename Fn, int NSrcs, bool Pre, bool Last>
+template <bool Inline, typename Fn, int NSrcs, bool Pre, bool Last>
 WEFT_DEV void symFoldPass(const Fn& fn, const typename Fn::Elem* a, const typename Fn::Elem* b,
                           typename Fn::Elem* out, typename Fn::Elem* also, int64_t n) {
   constexpr bool kPost = Last && Fn::kPostOp;
-  const int tid = arch::threadId();
-  if (Last && also != nullptr)
-    reduceCopyOutlined<Fn, NSrcs, 2, Pre, kPost>(fn, tid, kSimpleThreads, a, b, out, also, n);
-  else
-    reduceCopyOutlined<Fn, NSrcs, 1, Pre, kPost>(fn, tid, kSimpleThreads, a, b, out, nullptr, n);
+  if (Last && also != nullptr) symMove<Inline, Fn, NSrcs, 2, Pre, kPost>(fn, a, b, out, also, n);
+  else symMove<Inline, Fn, NSrcs, 1, Pre, kPost>(fn, a, b, out, nullptr, n);
 }
 
 // out[0, n) = the reduction of in(r)[0, n) over every rank r, where in(r) is rank r's input at
@@ -108,7 +116,7 @@ WEFT_DEV void symFoldPass(const Fn& fn, const typename Fn::Elem* a, const typena
 // which only this rank reads, in the first pass: a block barrier separates that from the last
 // pass, and with two ranks they are one pass, in which each thread loads a pack before it
 // stores it.
-template <typename Fn>
+template <bool Inline, typename Fn>
 WEFT_DEV void symFold(const Fn& fn, const DevWork& w, int me, int nRanks, uint64_t at, typename Fn::Elem* out,
                       typename Fn::Elem* also, int64_t n) {
   using T = typename Fn::Elem;
@@ -117,26 +125,25 @@ WEFT_DEV void symFold(const Fn& fn, const DevWork& w, int me, int nRanks, uint64
   int k = 1;  // inputs folded in so far
   if constexpr (Fn::kPreOp) {
     // PreMulSum: the own input alone, scaled; the others scaled as they are folded in.
-    symFoldPass<Fn, 1, true, false>(fn, own, nullptr, out, nullptr, n);
+    symFoldPass<Inline, Fn, 1, true, false>(fn, own, nullptr, out, nullptr, n);
   } else {
     const T* next = symPeer(in0, w, (me + 1) % nRanks);
-    if (nRanks == 2) symFoldPass<Fn, 2, false, true>(fn, own, next, out, also, n);
-    else symFoldPass<Fn, 2, false, false>(fn, own, next, out, nullptr, n);
+    if (nRanks == 2) symFoldPass<Inline, Fn, 2, false, true>(fn, own, next, out, also, n);
+    else symFoldPass<Inline, Fn, 2, false, false>(fn, own, next, out, nullptr, n);
     k = 2;
   }
   for (; k < nRanks; k++) {
     arch::syncBlock();  // the previous pass wrote `out` with another thread-to-element mapping at the edges
     const T* in = symPeer(in0, w, (me + k) % nRanks);
-    if (k == nRanks - 1) symFoldPass<Fn, 2, Fn::kPreOp, true>(fn, out, in, out, also, n);
-    else symFoldPass<Fn, 2, Fn::kPreOp, false>(fn, out, in, out, nullptr, n);
+    if (k == nRanks - 1) symFoldPass<Inline, Fn, 2, Fn::kPreOp, true>(fn, out, in, out, also, n);
+    else symFoldPass<Inline, Fn, 2, Fn::kPreOp, false>(fn, out, in, out, nullptr, n);
   }
 }
 
 // Copies `bytes` from src to dstOf(k) for every k in [0, count) whose destination is not null,
 // two destinations per pass (one read of src feeds both stores).
-template <typename DstOf>
+template <bool Inline, typename DstOf>
 WEFT_DEV void symCopyToEach(const void* src, int count, const DstOf& dstOf, int64_t bytes) {
-  const int tid = arch::threadId();
   void* pending = nullptr;
   for (int k = 0; k < count; k++) {
     void* d = dstOf(k);
@@ -145,12 +152,10 @@ WEFT_DEV void symCopyToEach(const void* src, int count, const DstOf& dstOf, int6
       pending = d;
       continue;
     }
-    reduceCopyOutlined<FnCopy, 1, 2, false, false>(FnCopy{}, tid, kSimpleThreads, src, nullptr, pending, d, bytes);
+    symMove<Inline, FnCopy, 1, 2, false, false>(FnCopy{}, src, nullptr, pending, d, bytes);
     pending = nullptr;
   }
-  if (pending != nullptr)
-    reduceCopyOutlined<FnCopy, 1, 1, false, false>(FnCopy{}, tid, kSimpleThreads, src, nullptr, pending, nullptr,
-                                                    bytes);
+  if (pending != nullptr) symMove<Inline, FnCopy, 1, 1, false, false>(FnCopy{}, src, nullptr, pending, nullptr, bytes);
 }
 
 // This part's segment `seg` of `segs` (element offset and count), on 16-byte boundaries.
@@ -164,7 +169,7 @@ WEFT_DEV void symSegment(uint64_t count, int elemBytes, int segs, int seg, uint6
   *len = end - begin;
 }
 
-template <typename Fn>
+template <typename Fn, bool Inline = false>
 WEFT_DEV void runSymmetricAllReduce(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
   using T = typename Fn::Elem;
   SymBarrier bar = symBarrierOf(w, env);
@@ -176,13 +181,15 @@ WEFT_DEV void runSymmetricAllReduce(const DevWork& w, const WorkEnvT<SimpleShare
   if (bar.sync()) {
     if (segLen > 0) {
       T* outNext = symPeer(static_cast<T*>(w.recvBuff), w, (me + 1) % n) + at;
-      symFold<Fn>(Fn::fromWork(w), w, me, n, at, outMine, outNext, (int64_t)segLen);
+      symFold<Inline, Fn>(Fn::fromWork(w), w, me, n, at, outMine, outNext, (int64_t)segLen);
       if (n > 2) {
         arch::syncBlock();  // the copies read outMine with another thread-to-element mapping at the edges
         auto dst = [&](int k) {  // every rank starts with a different peer
           return static_cast<void*>(symPeer(static_cast<T*>(w.recvBuff), w, (me + 2 + k) % n) + at);
         };
-        symCopyToEach(outMine, n - 2, dst, (int64_t)(segLen * sizeof(T)));
+        // Called, also in the specialized kernels: inlined beside the fold they spilled (ptxas,
+        // sm_90: 1624 bytes of spill loads in the half-sum kernel; called: none).
+        symCopyToEach<false>(outMine, n - 2, dst, (int64_t)(segLen * sizeof(T)));
       }
     }
     (void)bar.sync();
@@ -190,26 +197,27 @@ WEFT_DEV void runSymmetricAllReduce(const DevWork& w, const WorkEnvT<SimpleShare
   symSaveEpoch(bar);
 }
 
-template <typename Fn>
+template <typename Fn, bool Inline = false>
 WEFT_DEV void runSymmetricReduceScatter(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
   using T = typename Fn::Elem;
   SymBarrier bar = symBarrierOf(w, env);
   const uint64_t at = (uint64_t)bar.me * w.count + w.chanOffset;  // block `me` of every input
   T* out = symPeer(static_cast<T*>(w.recvBuff), w, bar.me) + w.chanOffset;
   if (bar.sync()) {
-    symFold<Fn>(Fn::fromWork(w), w, bar.me, bar.n, at, out, nullptr, (int64_t)w.chanCount);
+    symFold<Inline, Fn>(Fn::fromWork(w), w, bar.me, bar.n, at, out, nullptr, (int64_t)w.chanCount);
     (void)bar.sync();
   }
   symSaveEpoch(bar);
 }
 
 // AllReduce or ReduceScatter items of functor Fn.
-template <typename Fn>
+template <typename Fn, bool Inline = false>
 WEFT_DEV void runSymmetricReduce(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
-  if (w.func == kFuncAllReduce) runSymmetricAllReduce<Fn>(w, env);
-  else runSymmetricReduceScatter<Fn>(w, env);
+  if (w.func == kFuncAllReduce) runSymmetricAllReduce<Fn, Inline>(w, env);
+  else runSymmetricReduceScatter<Fn, Inline>(w, env);
 }
 
+template <bool Inline = false>
 WEFT_DEV void runSymmetricAllGather(const DevWork& w, const WorkEnvT<SimpleShared>& env) {
   SymBarrier bar = symBarrierOf(w, env);
   const uint64_t es = (uint64_t)dataTypeBytes(w.dataType);
@@ -221,7 +229,7 @@ WEFT_DEV void runSymmetricAllGather(const DevWork& w, const WorkEnvT<SimpleShare
       char* out = symPeer(static_cast<char*>(w.recvBuff), w, (bar.me + k) % bar.n) + at;
       return out == in ? nullptr : out;
     };
-    symCopyToEach(in, bar.n, dst, (int64_t)bytes);
+    symCopyToEach<Inline>(in, bar.n, dst, (int64_t)bytes);
     (void)bar.sync();
   }
   symSaveEpoch(bar);
