@@ -326,7 +326,8 @@ WEFT_DEV void runSymmetricReduceScatter(const DevWork& w, const WorkEnvT<SimpleS
   T* out0 = static_cast<T*>(w.recvBuff) + w.chanOffset;  // only this rank's copy is written
   if (bar.sync()) {
     const int64_t len = (int64_t)w.chanCount;
-    const bool done = symOnePass<Fn, Inline>(bar.n) && symFoldWide(Fn::fromWork(w), symWideSpanOf(w, bar, at, out0, 1), len);
+    const bool done =
+        symOnePass<Fn, Inline>(bar.n) && symFoldWide(Fn::fromWork(w), symWideSpanOf(w, bar, at, out0, 1), len);
     if (!done) symFold<Inline, Fn>(Fn::fromWork(w), w, bar.me, bar.n, at, symPeer(out0, w, bar.me), nullptr, len);
     (void)bar.sync();
   }
