@@ -21,7 +21,8 @@
 # suminline (Simple Ring sums, inlined kernel against outlined, 1 MiB - 1 GiB),
 # midscan / crossover / tunecheck (mid-size protocol and tuning comparisons; tunecheck needs TUNE= a
 # candidate NCCL_WEFT_TUNING), p2pchan (sendrecv/alltoall on every channel of a pair), sharedperf
-# (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+..."), stackab
+# (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+..."), shm (the
+# SHM transport: sweeps, and busbw against NCCL with NCCL_P2P_DISABLE=1 on 2+ GPUs), stackab
 # (OLD=folder: an older library's stack need, memory and speed against these binaries), small (every
 # collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set).
 set -u
@@ -394,6 +395,21 @@ stage_shared() {
   grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*)" $L/sw-eager4.log | sort | uniq -c | head -4
   SWG=4 sw firstuse4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P" -m procs --no-selftest --no-sweep
   grep -hE "CUDA graph|made the Simple-only" $L/sw-firstuse4.log | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -8
+}
+# The SHM transport (connection memory in /dev/shm, mapped for the GPUs). One GPU: NCCL_WEFT_SHM=2
+# puts every peer on it (ranks share the GPU); 2+ GPUs: NCCL_P2P_DISABLE=1 makes the topology ask
+# for it, and the busbw is compared with NCCL's own SHM transport under the same setting.
+stage_shm() {
+  local e="NCCL_WEFT_SHM=2 NCCL_WEFT_ALLOW_GPU_SHARING=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,SHM" g=2
+  if [ "$NG" -ge 2 ]; then e="NCCL_WEFT_SHM=1 NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,SHM"; g=$NG; fi
+  SWG=$g sw shm "$e" -m threads,procs
+  grep -hoE "rank 0: .*(host shared memory|NCCL_WEFT_SHM).*" $L/sw-shm.log | sort | uniq -c | head -4
+  SWG=$g sw shm-ll "$e NCCL_PROTO=LL" -m threads
+  SWG=$g sw shm-eager "$e NCCL_RUNTIME_CONNECT=0" -m procs --no-extras
+  echo "shm segments left in /dev/shm: $(ls /dev/shm | grep -c '^weft-')"
+  [ "$NG" -ge 2 ] || return 0  # NCCL refuses ranks that share a GPU
+  PERF_MODE="-g $NG" VARIANTS="nccl:$NCCL:NCCL_P2P_DISABLE=1 weft:$B:NCCL_P2P_DISABLE=1+NCCL_WEFT_SHM=1" \
+    perfv shm all_reduce,all_gather,sendrecv 8 256M 8 10
 }
 # The quick sweep at 4 shared ranks, REPEAT times (session 9: a reset step counter showed in 3 runs of 6).
 stage_sharedloop() {

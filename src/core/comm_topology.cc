@@ -5,6 +5,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/communicator.h"
+#include "core/param.h"
 #include "core/peer_info.h"
 #include "graph/channels.h"
 #include "graph/detect.h"
@@ -19,6 +20,21 @@
 
 namespace weft::core {
 namespace {
+
+// The SHM transport (transport/shm) is new and not yet run on GPUs: 1 uses it where the topology
+// asks for it (GPU pairs without peer access, NCCL_P2P_DISABLE=1); 2 also for every other peer
+// (tests: it lets ranks that share one GPU exercise it). 0: such pairs are an error, as before.
+const param::IntParam kShmTransport{"NCCL_WEFT_SHM", 0};
+
+// With NCCL_WEFT_SHM=2 every peer is reached through host shared memory.
+void shmForEveryPeer(ncclComm* comm) {
+  if (kShmTransport.get() != 2) return;
+  comm->shmPeers.assign(comm->nRanks, true);
+  comm->shmPeers[comm->rank] = false;
+  comm->tuning.intraLink = graph::kLinkPcie;  // no LL128 through host memory
+  comm->tuning.oneGpu = false;                // (ranks sharing a GPU would otherwise get it)
+  WEFT_INFO(log::kInit | log::kShm, "rank %d: NCCL_WEFT_SHM=2: every peer through host shared memory", comm->rank);
+}
 
 // All-gathers byte strings of different lengths: lengths first, then padded to the longest.
 Status allGatherVar(ncclComm* comm, const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
@@ -91,6 +107,7 @@ void rankOrderRings(ncclComm* comm, int nChannels) {
   comm->tuning = graph::fallbackTuningInput(comm->nRanks, nChannels);
   // Ranks sharing one GPU (tests only) end here: the topology merge refuses them.
   comm->tuning.oneGpu = comm->nRanks > 1 && allOnOneGpu(comm->peers);
+  shmForEveryPeer(comm);
 }
 
 }  // namespace
@@ -135,13 +152,22 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
     WEFT_TRY(graph::decodeTransportRow(rowBytes[r].data(), rowBytes[r].size(), comm->nRanks, &rows[r]));
   }
   WEFT_TRY(graph::verifyTransportAgreement(rows));
+  comm->shmPeers.assign(comm->nRanks, false);
   for (int p = 0; p < comm->nRanks; ++p) {
-    if (p != comm->rank && row[p] != graph::TransportKind::P2p) {
-      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through %s, which weft does not implement yet (only "
-                "the NVLink/PCIe peer-to-peer transport exists); check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL",
-                comm->rank, p, comm->peers[p].busId, row[p] == graph::TransportKind::Shm ? "shared host memory" : "the network");
-      return ncclInvalidUsage;
+    if (p == comm->rank || row[p] == graph::TransportKind::P2p) continue;
+    if (row[p] == graph::TransportKind::Shm && kShmTransport.get() >= 1) {
+      comm->shmPeers[p] = true;
+      continue;
     }
+    if (row[p] == graph::TransportKind::Shm) {
+      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through shared host memory: weft's SHM transport is "
+                "new and not yet verified on GPUs, so it is off unless NCCL_WEFT_SHM=1; or allow peer-to-peer "
+                "access (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL)", comm->rank, p, comm->peers[p].busId);
+    } else {
+      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through the network, which weft does not implement "
+                "yet; check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE", comm->rank, p, comm->peers[p].busId);
+    }
+    return ncclInvalidUsage;
   }
 
   graph::ChannelPlan plan = graph::planChannels(topo, opts);
@@ -159,6 +185,12 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
     }
     comm->tuning = graph::tuningInputFor(topo, plan, comm->nChannels);
   }
+  if (std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true) > 0) {
+    comm->tuning.intraLink = graph::kLinkPcie;  // no LL128 through host memory
+    WEFT_INFO(log::kInit | log::kShm, "rank %d: %d peer(s) through host shared memory (SHM transport)", comm->rank,
+              (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true));
+  }
+  shmForEveryPeer(comm);
   if (!files.dumpFile.empty() && comm->rank == files.dumpRank) {
     if (isError(graph::writeTopologyXmlFile(topo, files.dumpFile))) {
       WEFT_WARN("rank %d: could not write NCCL_TOPO_DUMP_FILE %s", comm->rank, files.dumpFile.c_str());

@@ -1,5 +1,6 @@
 #include "core/comm_window.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -62,8 +63,13 @@ Status prepareWindow(ncclComm* comm, void* buff, size_t size, void** win, Window
   Registration reg;
   if (*registration != nullptr && sharing != nullptr && comm->registrations->find(*registration, &reg))
     mine->sharedWithAll = sharing->shareWithPeers(comm, reg, buff) ? 1 : 0;
-  runtime::UserMemExport ex;  // can the device API map it flat? (a stand-in communicator has no GPU)
-  if (comm->cudaDev >= 0 && !isError(runtime::exportUserMem(buff, (uintptr_t)buff, (uintptr_t)buff + 1, &ex)) &&
+  // Can the device API map it flat? Not on a stand-in communicator (no GPU), nor where a peer is reached
+  // through host shared memory (no peer access): the record says so, so every rank sees the window
+  // cannot be flat.
+  runtime::UserMemExport ex;
+  const bool shmPeer = std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true) > 0;
+  if (comm->cudaDev >= 0 && !shmPeer &&
+      !isError(runtime::exportUserMem(buff, (uintptr_t)buff, (uintptr_t)buff + 1, &ex)) &&
       ex.shareable && ex.desc.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
     mine->flatCapable = 1;
     mine->allocBytes = ex.desc.allocBytes;

@@ -87,6 +87,9 @@ struct ncclComm {
   weft::transport::ConnectionPlan connectionPlanOf(int r) const {
     return weft::transport::planConnections(r, rings, p2pChannels, connectedTrees(), simpleP2pChannels);
   }
+  // Per rank: reached through host shared memory (the SHM transport) rather than peer-to-peer
+  // access (graph/transport_choice.h); empty: every peer is P2P.
+  std::vector<bool> shmPeers;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;                                 // Simple (== protoStepBytes[kProtoSimple])
   int protoStepBytes[weft::dev::kNumProtos] = {};     // ConnInfo.stepBytes of every connection

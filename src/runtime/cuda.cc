@@ -265,6 +265,24 @@ Status hostDevicePointer(void* hostPtr, void** devicePtr) {
   return ncclSuccess;
 }
 
+Status hostRegisterMapped(void* ptr, size_t bytes, void** devicePtr) {
+  WEFT_CHECK_ARG(ptr != nullptr && devicePtr != nullptr, "hostRegisterMapped: ptr or devicePtr is NULL");
+  WEFT_CUDA_TRY(cudaHostRegister(ptr, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  if (cudaHostGetDevicePointer(devicePtr, ptr, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaHostUnregister(ptr);
+    WEFT_WARN("cudaHostGetDevicePointer failed for %zu registered bytes at %p", bytes, ptr);
+    return ncclUnhandledCudaError;
+  }
+  WEFT_INFO(log::kAllocHost, "cudaHostRegister %zu bytes at %p (device address %p)", bytes, ptr, *devicePtr);
+  return ncclSuccess;
+}
+
+Status hostUnregister(void* ptr) {
+  WEFT_CUDA_TRY(cudaHostUnregister(ptr));
+  return ncclSuccess;
+}
+
 Status pointerDevice(const void* ptr, int* device) {
   WEFT_CHECK_ARG(device != nullptr, "pointerDevice: device is NULL");
 #if defined(WEFT_GPU_HIP)

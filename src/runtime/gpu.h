@@ -77,6 +77,10 @@ struct DeviceProps {
 [[nodiscard]] Status hostAllocMapped(void** ptr, size_t bytes);
 [[nodiscard]] Status hostFree(void* ptr);
 [[nodiscard]] Status hostDevicePointer(void* hostPtr, void** devicePtr);
+// Pins existing host memory (e.g. a shared-memory mapping) and maps it into every device's address
+// space; *devicePtr is where kernels of the current device reach it. hostUnregister undoes it.
+[[nodiscard]] Status hostRegisterMapped(void* ptr, size_t bytes, void** devicePtr);
+[[nodiscard]] Status hostUnregister(void* ptr);
 // The device a device (or managed) pointer belongs to.
 [[nodiscard]] Status pointerDevice(const void* ptr, int* device);
 

@@ -77,6 +77,10 @@
 #define cudaHostAlloc hipHostMalloc
 #define cudaFreeHost hipHostFree
 #define cudaHostGetDevicePointer hipHostGetDevicePointer
+#define cudaHostRegister hipHostRegister
+#define cudaHostUnregister hipHostUnregister
+#define cudaHostRegisterMapped hipHostRegisterMapped
+#define cudaHostRegisterPortable hipHostRegisterPortable
 #define cudaPointerGetAttributes hipPointerGetAttributes
 #define cudaIpcGetMemHandle hipIpcGetMemHandle
 #define cudaIpcOpenMemHandle hipIpcOpenMemHandle

@@ -43,7 +43,21 @@ struct SimpleOnlyOffer {
   uint64_t bytes;           // ConnLayout::simpleOnlyTotal: what the sender expects
   uint64_t sameProcessPtr;  // legacy CUDA IPC within one process: the buffer's address
   runtime::IpcMemDesc desc;
+  shm::ShmDesc shm;         // a peer reached through host shared memory: the segment (desc unused)
 };
+
+// What every rank publishes at creation: its GPU connection memory, and its host one when it has
+// peers reached through host shared memory (else magic 0).
+struct ConnMemDescs {
+  runtime::IpcMemDesc gpu;
+  shm::ShmDesc host;
+};
+
+std::string shmTag(const ncclComm* comm) {
+  char tag[24];
+  snprintf(tag, sizeof(tag), "%08llx-r%d", (unsigned long long)(comm->commHash & 0xffffffffu), comm->rank);
+  return tag;
+}
 
 std::string describePeer(const ncclComm* comm, int p) {
   char text[160];
@@ -66,6 +80,10 @@ std::vector<bool> connectedPeers(const ConnectionPlan& plan) {
 P2pConnections::~P2pConnections() {
   if (sharing_ != nullptr && sharing_->sharedAny()) reportDirectReceives();
   sharing_.reset();  // unmaps the peers' registrations
+  hostPeers_.clear();  // unmap the peers' host memory before our own goes
+  simpleOnlyHostImported_.clear();
+  simpleOnlyHostLocal_.clear();
+  hostLocal_.reset();
   if (registered_) {
     LocalRegistry& reg = localRegistry();
     std::lock_guard<std::mutex> lock(reg.mutex);
@@ -86,7 +104,12 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
   self->peerBase_.assign(comm->nRanks, nullptr);
   self->simpleOnlyLocal_.resize(comm->nRanks);
   self->simpleOnlyImported_.resize(comm->nRanks);
-  std::vector<runtime::IpcMemDesc> descs(comm->nRanks);
+  self->shm_.assign(comm->nRanks, false);
+  for (int p = 0; p < comm->nRanks && p < (int)comm->shmPeers.size(); ++p) self->shm_[p] = comm->shmPeers[p];
+  self->hostPeers_.resize(comm->nRanks);
+  self->simpleOnlyHostLocal_.resize(comm->nRanks);
+  self->simpleOnlyHostImported_.resize(comm->nRanks);
+  std::vector<ConnMemDescs> descs(comm->nRanks);
 
   size_t bytes = self->layout_.totalBytes(comm->connPlan);
   if (comm->nRanks > 1) {
@@ -94,7 +117,14 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
                                      &self->endpoint_));
     WEFT_TRY(runtime::allocShareable(bytes, &self->local_));
     WEFT_TRY(runtime::deviceMemset(self->local_.ptr(), 0, self->local_.bytes()));
-    WEFT_TRY(runtime::exportMem(self->local_, 0, self->local_.bytes(), &descs[comm->rank]));
+    WEFT_TRY(runtime::exportMem(self->local_, 0, self->local_.bytes(), &descs[comm->rank].gpu));
+    const std::vector<bool> connected = connectedPeers(comm->connPlan);
+    bool shmAny = false;
+    for (int p = 0; p < comm->nRanks; ++p) shmAny = shmAny || (connected[p] && self->viaShm(p));
+    if (shmAny) {
+      WEFT_TRY(shm::MappedShm::create(shmTag(comm), bytes, &self->hostLocal_));
+      descs[comm->rank].host = self->hostLocal_->desc();
+    }
     self->jobKey_ = comm->commHash;
     self->rank_ = comm->rank;
     {
@@ -104,9 +134,18 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
       self->registered_ = true;
     }
     // Every endpoint exists before this exchange completes, so fds sent after it find their target.
-    WEFT_TRY(comm->bootstrap->allGather(descs.data(), sizeof(runtime::IpcMemDesc)));
-    WEFT_TRY(self->mapPeers(comm, descs));
-    WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), connectedPeers(comm->connPlan), &self->sharing_));
+    WEFT_TRY(comm->bootstrap->allGather(descs.data(), sizeof(ConnMemDescs)));
+    std::vector<runtime::IpcMemDesc> gpuDescs(comm->nRanks);
+    std::vector<shm::ShmDesc> hostDescs(comm->nRanks);
+    for (int p = 0; p < comm->nRanks; ++p) {
+      gpuDescs[p] = descs[p].gpu;
+      hostDescs[p] = descs[p].host;
+    }
+    WEFT_TRY(self->mapPeers(comm, gpuDescs));
+    WEFT_TRY(self->mapShmPeers(comm, hostDescs));
+    std::vector<bool> sharePeers = connectedPeers(comm->connPlan);  // zero-copy needs peer access
+    for (int p = 0; p < comm->nRanks; ++p) sharePeers[p] = sharePeers[p] && !self->viaShm(p);
+    WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), sharePeers, &self->sharing_));
     int simpleOnly = 0;
     for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
     WEFT_INFO(log::kInit | log::kP2p, "rank %d: P2P connection memory %zu KiB (%s), %d receive connections (%d of "
@@ -133,6 +172,7 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
   const core::PeerInfo& me = comm->peers[comm->rank];
   auto deadline = setupDeadline();
   // Pushes first: every fd is on its way before anyone waits for one.
+  for (int p = 0; p < comm->nRanks; ++p) peers[p] = peers[p] && !viaShm(p);  // mapShmPeers' part
   if (local_.kind() == runtime::MemKind::kCuMemFd) {
     for (int p = 0; p < comm->nRanks; ++p) {
       if (!peers[p]) continue;
@@ -172,9 +212,37 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
   return ncclSuccess;
 }
 
+// Every rank that published host connection memory has an SHM peer; those of ours map it. The
+// names go once all ranks have mapped theirs (a barrier: every rank knows whether anyone made one).
+Status P2pConnections::mapShmPeers(ncclComm* comm, const std::vector<shm::ShmDesc>& descs) {
+  const std::vector<bool> connected = connectedPeers(comm->connPlan);
+  bool anyone = false;
+  for (int p = 0; p < comm->nRanks; ++p) {
+    anyone = anyone || descs[p].magic != 0;
+    if (p == comm->rank || !connected[p] || !viaShm(p)) continue;
+    const std::string from = describePeer(comm, p);
+    if (descs[p].magic == 0) {
+      WEFT_WARN("rank %d: %s made no shared host memory for its connections with this rank, which reaches it "
+                "through host shared memory: the ranks chose different transports", comm->rank, from.c_str());
+      return ncclInternalError;
+    }
+    WEFT_TRY(shm::MappedShm::open(descs[p], from.c_str(), &hostPeers_[p]));
+    const size_t need = layout_.totalBytes(comm->connectionPlanOf(p));
+    if (hostPeers_[p]->bytes() < need) {
+      WEFT_WARN("rank %d: %s shares %zu bytes of host connection memory; its layout needs %zu", comm->rank,
+                from.c_str(), hostPeers_[p]->bytes(), need);
+      return ncclInternalError;
+    }
+    peerBase_[p] = hostPeers_[p]->devicePtr();
+  }
+  if (!anyone) return ncclSuccess;
+  WEFT_TRY(comm->bootstrap->barrier());
+  if (hostLocal_) hostLocal_->unlinkName();
+  return ncclSuccess;
+}
+
 void P2pConnections::buildDevPeers(const ncclComm* comm) {
   const int me = comm->rank;
-  char* local = (char*)local_.ptr();
   // Each peer's plan says where its receive buffers are (and which of them are Simple-only).
   std::vector<ConnectionPlan> peerPlans(comm->nRanks);
   for (int p = 0; p < comm->nRanks; ++p)
@@ -187,6 +255,7 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
     for (int p = 0; p < comm->nRanks; ++p) {
       dev::DevPeer& dp = devPeers_[c][p];
       memset(&dp, 0, sizeof(dp));
+      char* local = viaShm(p) && hostLocal_ ? hostLocal_->devicePtr() : (char*)local_.ptr();
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
         // A Simple-only connection's buffer comes on first use (acceptSends).
@@ -273,10 +342,19 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
     offer.receiver = comm->rank;
     offer.sender = p;
     offer.bytes = layout_.simpleOnlyTotal(comm->connPlan, p);
-    WEFT_TRY(runtime::allocShareable(offer.bytes, &alloc));
-    WEFT_TRY(runtime::exportMem(alloc, 0, alloc.bytes(), &offer.desc));
-    offer.sameProcessPtr = (uint64_t)(uintptr_t)alloc.ptr();
-    if (alloc.kind() == runtime::MemKind::kCuMemFd) {
+    char* base = nullptr;
+    if (viaShm(p)) {
+      // Its name stays until this communicator goes: the sender maps it whenever it gets here.
+      WEFT_TRY(shm::MappedShm::create(shmTag(comm) + "-p" + std::to_string(p), offer.bytes, &simpleOnlyHostLocal_[p]));
+      offer.shm = simpleOnlyHostLocal_[p]->desc();
+      base = simpleOnlyHostLocal_[p]->devicePtr();
+    } else {
+      WEFT_TRY(runtime::allocShareable(offer.bytes, &alloc));
+      WEFT_TRY(runtime::exportMem(alloc, 0, alloc.bytes(), &offer.desc));
+      offer.sameProcessPtr = (uint64_t)(uintptr_t)alloc.ptr();
+      base = (char*)alloc.ptr();
+    }
+    if (!viaShm(p) && alloc.kind() == runtime::MemKind::kCuMemFd) {
       util::UniqueFd fd;
       WEFT_TRY(alloc.exportFd(&fd));
       WEFT_TRY(endpoint_->sendFd(p, fd.get(), alloc.localId(), deadline, &comm->abortRequested));
@@ -284,7 +362,7 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
     WEFT_TRY(comm->bootstrap->send(p, kOfferTag, &offer, sizeof(offer)));
     for (int c = 0; c < comm->nChannels; ++c) {
       if (!recvSimpleOnly_[c][p]) continue;
-      devPeers_[c][p].recv.buffs[dev::kProtoSimple] = (char*)alloc.ptr() + layout_.simpleOnlyBuffer(comm->connPlan, c, p);
+      devPeers_[c][p].recv.buffs[dev::kProtoSimple] = base + layout_.simpleOnlyBuffer(comm->connPlan, c, p);
       WEFT_TRY(uploadSimpleBuffer(c, p, /*send=*/false));
     }
     recvReady_[p] = true;
@@ -311,24 +389,34 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
                 offer.receiver, (unsigned long long)offer.bytes, me, p, expected);
       return ncclInternalError;
     }
-    WEFT_TRY(runtime::checkIpcMemDesc(offer.desc, from.c_str()));
-    if (offer.desc.bytes < expected) {
-      WEFT_WARN("rank %d: %s offered %llu bytes for point-to-point connections that need %zu", me, from.c_str(),
-                (unsigned long long)offer.desc.bytes, expected);
-      return ncclInternalError;
-    }
     char* base = nullptr;
-    runtime::ImportedMem& imported = simpleOnlyImported_[p];
-    if (offer.desc.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
-      util::UniqueFd fd;
-      WEFT_TRY(endpoint_->recvFd(p, offer.desc.localId, deadline, &comm->abortRequested, &fd));
-      WEFT_TRY(runtime::importMem(offer.desc, fd.get(), &imported, from.c_str()));
-      base = (char*)imported.ptr();
-    } else if (comm->peers[p].processHash == comm->peers[me].processHash) {
-      base = (char*)(uintptr_t)offer.sameProcessPtr;  // legacy handles cannot be opened by their process
+    if (viaShm(p)) {
+      WEFT_TRY(shm::MappedShm::open(offer.shm, from.c_str(), &simpleOnlyHostImported_[p]));
+      base = simpleOnlyHostImported_[p]->bytes() >= expected ? simpleOnlyHostImported_[p]->devicePtr() : nullptr;
+      if (base == nullptr) {
+        WEFT_WARN("rank %d: %s offered %zu bytes of host memory for point-to-point connections that need %zu", me,
+                  from.c_str(), simpleOnlyHostImported_[p]->bytes(), expected);
+        return ncclInternalError;
+      }
     } else {
-      WEFT_TRY(runtime::importMem(offer.desc, -1, &imported, from.c_str()));
-      base = (char*)imported.ptr();
+      WEFT_TRY(runtime::checkIpcMemDesc(offer.desc, from.c_str()));
+      if (offer.desc.bytes < expected) {
+        WEFT_WARN("rank %d: %s offered %llu bytes for point-to-point connections that need %zu", me, from.c_str(),
+                  (unsigned long long)offer.desc.bytes, expected);
+        return ncclInternalError;
+      }
+      runtime::ImportedMem& imported = simpleOnlyImported_[p];
+      if (offer.desc.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
+        util::UniqueFd fd;
+        WEFT_TRY(endpoint_->recvFd(p, offer.desc.localId, deadline, &comm->abortRequested, &fd));
+        WEFT_TRY(runtime::importMem(offer.desc, fd.get(), &imported, from.c_str()));
+        base = (char*)imported.ptr();
+      } else if (comm->peers[p].processHash == comm->peers[me].processHash) {
+        base = (char*)(uintptr_t)offer.sameProcessPtr;  // legacy handles cannot be opened by their process
+      } else {
+        WEFT_TRY(runtime::importMem(offer.desc, -1, &imported, from.c_str()));
+        base = (char*)imported.ptr();
+      }
     }
     for (int c = 0; c < comm->nChannels; ++c) {
       if (!sendSimpleOnly_[c][p]) continue;

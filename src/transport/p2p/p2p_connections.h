@@ -13,6 +13,12 @@
 // ends plan the same channels for a transfer (enqueue/planner.h), so both reach that group end.
 // The receiver never waits; the sender waits for the offer, within the setup deadline, giving up
 // on abort. NCCL_RUNTIME_CONNECT=0 makes every one of them at creation.
+//
+// Peers reached through host shared memory (the SHM transport: ncclComm::shmPeers, for GPU pairs
+// without peer-to-peer access) get the same connections, the same layout and the same kernels;
+// only the memory differs: the counters and buffers of connections with them lie in a segment of
+// /dev/shm per rank (transport/shm/mapped_shm.h), mapped into the GPUs' address space, instead of
+// GPU memory. Registrations are never shared with them (zero-copy needs peer access).
 #pragma once
 
 #include <memory>
@@ -26,6 +32,7 @@
 #include "transport/p2p/conn_layout.h"
 #include "transport/p2p/fd_passing.h"
 #include "transport/p2p/reg_sharing.h"
+#include "transport/shm/mapped_shm.h"
 
 struct ncclComm;
 
@@ -67,6 +74,8 @@ class P2pConnections {
  private:
   P2pConnections() = default;
   [[nodiscard]] Status mapPeers(ncclComm* comm, const std::vector<runtime::IpcMemDesc>& descs);
+  [[nodiscard]] Status mapShmPeers(ncclComm* comm, const std::vector<shm::ShmDesc>& descs);
+  bool viaShm(int p) const { return p >= 0 && p < (int)shm_.size() && shm_[p]; }
   void buildDevPeers(const ncclComm* comm);
   [[nodiscard]] Status makeDeviceTables();
   // devPeers_[channel][peer]'s Simple buffer of one direction to the device table (only that field).
@@ -94,6 +103,14 @@ class P2pConnections {
   std::vector<runtime::ShareableAlloc> simpleOnlyLocal_;     // per sender: our buffers for it
   std::vector<runtime::ImportedMem> simpleOnlyImported_;     // per receiver: its buffers for us
   runtime::Stream uploadStream_ = nullptr;                   // device table updates
+
+  // SHM transport: per rank, whether it is reached through host shared memory; this rank's
+  // connection memory for those peers (laid out as local_) and each such peer's, mapped here; the
+  // Simple-only buffers made on first use, per sender (ours) and per receiver (theirs).
+  std::vector<bool> shm_;
+  std::unique_ptr<shm::MappedShm> hostLocal_;
+  std::vector<std::unique_ptr<shm::MappedShm>> hostPeers_;
+  std::vector<std::unique_ptr<shm::MappedShm>> simpleOnlyHostLocal_, simpleOnlyHostImported_;
 };
 
 // Every rank this one has a connection with, in either direction, on any channel.
