@@ -185,10 +185,11 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
     }
     comm->tuning = graph::tuningInputFor(topo, plan, comm->nChannels);
   }
-  if (std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true) > 0) {
+  const int nShmPeers = (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true);
+  if (nShmPeers > 0) {
     comm->tuning.intraLink = graph::kLinkPcie;  // no LL128 through host memory
     WEFT_INFO(log::kInit | log::kShm, "rank %d: %d peer(s) through host shared memory (SHM transport)", comm->rank,
-              (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true));
+              nShmPeers);
   }
   shmForEveryPeer(comm);
   if (!files.dumpFile.empty() && comm->rank == files.dumpRank) {

@@ -78,6 +78,23 @@ TEST(ShmSegment, NamesGoAwayButMappingsStay) {
   EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0);
 }
 
+// A segment made for one peer (a Simple-only connection's): the peer removes the name once mapped;
+// both mappings stay, and the creator's own removal later is harmless.
+TEST(ShmSegment, TheOnlyOpenerRemovesTheName) {
+  ShmSegment seg;
+  ASSERT_EQ(ShmSegment::create(tagOfTest(), 4096, &seg), ncclSuccess);
+  ShmSegment peer;
+  ASSERT_EQ(ShmSegment::open(seg.desc(), "rank 3", &peer), ncclSuccess);
+  peer.unlinkAsOnlyOpener();
+  EXPECT_FALSE(nameExists(seg));
+  static_cast<char*>(seg.ptr())[7] = 'y';
+  EXPECT_EQ(static_cast<char*>(peer.ptr())[7], 'y');
+  seg.unlinkName();
+  seg.reset();
+  peer.reset();
+  EXPECT_FALSE(seg.valid());
+}
+
 TEST(ShmSegment, DescriptorsFromPeersAreCheckedFirst) {
   ShmSegment seg;
   ASSERT_EQ(ShmSegment::create("weird/../tag name", 4096, &seg), ncclSuccess);

@@ -115,12 +115,19 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
   if (comm->nRanks > 1) {
     WEFT_TRY(p2p::FdEndpoint::create(comm->commHash, comm->rank, p2p::fdSocketDirFromEnv(),
                                      &self->endpoint_));
-    WEFT_TRY(runtime::allocShareable(bytes, &self->local_));
+    const std::vector<bool> connected = connectedPeers(comm->connPlan);
+    bool shmAny = false, shmAll = true;
+    for (int p = 0; p < comm->nRanks; ++p) {
+      if (!connected[p]) continue;
+      shmAny = shmAny || self->viaShm(p);
+      shmAll = shmAll && self->viaShm(p);
+    }
+    // With every peer through host memory no peer maps the GPU allocation: only the counters stay
+    // (the direct-receive count reads them); the staging buffers live in the host segment.
+    const size_t gpuBytes = shmAny && shmAll ? self->layout_.buffersStart() : bytes;
+    WEFT_TRY(runtime::allocShareable(gpuBytes, &self->local_));
     WEFT_TRY(runtime::deviceMemset(self->local_.ptr(), 0, self->local_.bytes()));
     WEFT_TRY(runtime::exportMem(self->local_, 0, self->local_.bytes(), &descs[comm->rank].gpu));
-    const std::vector<bool> connected = connectedPeers(comm->connPlan);
-    bool shmAny = false;
-    for (int p = 0; p < comm->nRanks; ++p) shmAny = shmAny || (connected[p] && self->viaShm(p));
     if (shmAny) {
       WEFT_TRY(shm::MappedShm::create(shmTag(comm), bytes, &self->hostLocal_));
       descs[comm->rank].host = self->hostLocal_->desc();
@@ -344,7 +351,7 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
     offer.bytes = layout_.simpleOnlyTotal(comm->connPlan, p);
     char* base = nullptr;
     if (viaShm(p)) {
-      // Its name stays until this communicator goes: the sender maps it whenever it gets here.
+      // The sender removes its name once mapped (whenever it gets there), else this communicator's end.
       WEFT_TRY(shm::MappedShm::create(shmTag(comm) + "-p" + std::to_string(p), offer.bytes, &simpleOnlyHostLocal_[p]));
       offer.shm = simpleOnlyHostLocal_[p]->desc();
       base = simpleOnlyHostLocal_[p]->devicePtr();
@@ -392,12 +399,13 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
     char* base = nullptr;
     if (viaShm(p)) {
       WEFT_TRY(shm::MappedShm::open(offer.shm, from.c_str(), &simpleOnlyHostImported_[p]));
-      base = simpleOnlyHostImported_[p]->bytes() >= expected ? simpleOnlyHostImported_[p]->devicePtr() : nullptr;
-      if (base == nullptr) {
+      simpleOnlyHostImported_[p]->unlinkAsOnlyOpener();  // made for this rank alone
+      if (simpleOnlyHostImported_[p]->bytes() < expected) {
         WEFT_WARN("rank %d: %s offered %zu bytes of host memory for point-to-point connections that need %zu", me,
                   from.c_str(), simpleOnlyHostImported_[p]->bytes(), expected);
         return ncclInternalError;
       }
+      base = simpleOnlyHostImported_[p]->devicePtr();
     } else {
       WEFT_TRY(runtime::checkIpcMemDesc(offer.desc, from.c_str()));
       if (offer.desc.bytes < expected) {

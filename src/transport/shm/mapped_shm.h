@@ -30,6 +30,7 @@ class MappedShm {
   ShmDesc desc() const { return segment_.desc(); }
   // The creator's: once every peer has opened it (see ShmSegment::unlinkName).
   void unlinkName() { segment_.unlinkName(); }
+  void unlinkAsOnlyOpener() { segment_.unlinkAsOnlyOpener(); }
 
  private:
   MappedShm() = default;

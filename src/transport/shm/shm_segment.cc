@@ -171,6 +171,10 @@ void ShmSegment::unlinkName() {
   (void)shm_unlink(name_.c_str());  // ENOENT (removed by hand) changes nothing for us
 }
 
+void ShmSegment::unlinkAsOnlyOpener() {
+  if (!name_.empty()) (void)shm_unlink(name_.c_str());
+}
+
 void ShmSegment::reset() {
   unlinkName();
   if (ptr_ != nullptr) munmap(ptr_, bytes_);

@@ -58,6 +58,9 @@ class ShmSegment {
   ShmDesc desc() const;
   // Removes the name (creator only; later opens fail). The mapping stays. Idempotent.
   void unlinkName();
+  // A segment made for this process alone: the opener removes the name as soon as it has mapped
+  // it, so a name outlives no more than the setup (the creator's own unlink then finds none).
+  void unlinkAsOnlyOpener();
   // Unmaps, and removes the name if this process made it and has not yet.
   void reset();
 
