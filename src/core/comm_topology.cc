@@ -31,7 +31,7 @@ void shmForEveryPeer(ncclComm* comm) {
   if (kShmTransport.get() != 2) return;
   comm->shmPeers.assign(comm->nRanks, true);
   comm->shmPeers[comm->rank] = false;
-  comm->tuning.intraLink = graph::kLinkPcie;  // no LL128 through host memory
+  comm->tuning.intraLink = graph::kLinkShm;  // priced as host memory; no LL128 there
   comm->tuning.oneGpu = false;                // (ranks sharing a GPU would otherwise get it)
   WEFT_INFO(log::kInit | log::kShm, "rank %d: NCCL_WEFT_SHM=2: every peer through host shared memory", comm->rank);
 }
@@ -187,7 +187,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
   }
   const int nShmPeers = (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true);
   if (nShmPeers > 0) {
-    comm->tuning.intraLink = graph::kLinkPcie;  // no LL128 through host memory
+    comm->tuning.intraLink = graph::kLinkShm;  // the ring's slowest hops: priced as host memory, no LL128
     WEFT_INFO(log::kInit | log::kShm, "rank %d: %d peer(s) through host shared memory (SHM transport)", comm->rank,
               nShmPeers);
   }

@@ -22,7 +22,7 @@ int ceilLog2(int v) {
 bool inputUsable(const TuningInput& in) {
   return in.nRanks >= 1 && in.nNodes >= 1 && in.nNodes <= in.nRanks && in.maxChannels >= 1 &&
          in.intraBwPerChannel > 0 && (in.nNodes == 1 || in.interBwPerChannel > 0) &&
-         (in.intraLink == kLinkNvlink || in.intraLink == kLinkPcie);
+         (in.intraLink == kLinkNvlink || in.intraLink == kLinkPcie || in.intraLink == kLinkShm);
 }
 
 // How many times the call's bytes cross the busiest link of a channel, relative to `bytes`.
@@ -79,10 +79,14 @@ TuningChoice fastestAllowed(const TuningTable& table) {
   return best;
 }
 
-// One channel's bandwidth b (bytes/us) when `channels` channels share the pair's cap (bwcap).
-double cappedChannelBw(const TuningConstants& k, int algo, int proto, double b, double channels) {
+// One channel's bandwidth b (bytes/us) when `channels` channels share the pair's cap (bwcap), and
+// through host memory the protocol's shmcap as well.
+double cappedChannelBw(const TuningInput& in, const TuningConstants& k, int algo, int proto, double b,
+                       double channels) {
   const double cap = k.bwCapGBs[algo][proto] * 1e3;
-  return cap > 0 ? std::min(b, cap / channels) : b;
+  if (cap > 0) b = std::min(b, cap / channels);
+  const double shmCap = in.intraLink == kLinkShm ? k.shmCapGBs[proto] * 1e3 : 0;
+  return shmCap > 0 ? std::min(b, shmCap / channels) : b;
 }
 
 // Direct (pairModeled checked): see tuning.h. A channel per threshold x maxThreads bytes of the
@@ -100,7 +104,7 @@ TuningChoice estimateDirect(const TuningInput& in, const TuningConstants& k, int
   auto consider = [&](int hops, double factor, bool twoShot) {
     const double sent = double(bytes) * factor;
     const double channels = std::clamp(double(bytes) / perChannel, 1.0, double(maxChannels));
-    const double bc = cappedChannelBw(k, a, p, b, channels);
+    const double bc = cappedChannelBw(in, k, a, p, b, channels);
     TuningChoice c;
     c.algo = a;
     c.proto = p;
@@ -188,7 +192,7 @@ TuningChoice estimateCollective(const TuningInput& in, const TuningConstants& k,
   else if (in.nNodes > 1) bwGBs = std::min(bwGBs, in.interBwPerChannel);
   double b = bwGBs * 1e3 * k.protoEff[proto] * k.bwEff[algo][proto] * k.funcBwEff[func];  // bytes/us
   if (!(b > 0)) return c;
-  b = cappedChannelBw(k, algo, proto, b, channels);
+  b = cappedChannelBw(in, k, algo, proto, b, channels);
   double s = double(bytes) * busFactor(func, algo, n) / channels;
   double alpha = k.stepUs[algo][proto] * k.funcStepScale[func];
   double stepBytes = double(std::max<int64_t>(in.stepBytes[proto], 1));

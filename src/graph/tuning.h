@@ -59,7 +59,7 @@ constexpr int64_t kDefaultStepBytes[dev::kNumProtos] = {32768, 576000, 524288};
 struct TuningInput {
   int nRanks = 1;
   int nNodes = 1;                   // ranks are assumed spread evenly over the nodes
-  HopLink intraLink = kLinkNvlink;   // what a hop inside a node crosses (kLinkNvlink or kLinkPcie)
+  HopLink intraLink = kLinkNvlink;   // what a hop inside a node crosses (kLinkNvlink, kLinkPcie, kLinkShm)
   double intraBwPerChannel = 0;     // GB/s one channel moves between neighbours in a node
   double interBwPerChannel = 0;     // GB/s one channel moves across the network (nNodes > 1)
   int maxChannels = 1;

@@ -23,7 +23,7 @@ static_assert(sizeof(kAlgoKeys) / sizeof(kAlgoKeys[0]) == dev::kNumAlgos, "a key
 constexpr const char* kProtoKeys[dev::kNumProtos] = {"ll", "ll128", "simple"};
 constexpr const char* kFuncKeys[kNumCollFuncs] = {"broadcast", "reduce", "allgather", "reducescatter",
                                                   "allreduce"};
-constexpr const char* kLinkKeys[kNumLinkTypes] = {"nvlink", "pcie", "net"};
+constexpr const char* kLinkKeys[kNumLinkTypes] = {"nvlink", "pcie", "net", "shm"};
 
 constexpr int T = dev::kAlgoTree, R = dev::kAlgoRing, CD = dev::kAlgoCollnetDirect,
               CC = dev::kAlgoCollnetChain, NV = dev::kAlgoNvls, NT = dev::kAlgoNvlsTree, PAT = dev::kAlgoPat,
@@ -100,6 +100,16 @@ TuningConstants makeDefaults() {
   setRow(k.hwUs[kLinkNet][NV], 0, 0, 18);
   setRow(k.hwUs[kLinkNet][NT], 0, 0, 20.9);
   setRow(k.hwUs[kLinkNet][PAT], 0, 0, 14);
+  // Through host memory (weft's SHM transport; session 33, one H100 shared by 2 ranks, both
+  // through its one PCIe link, NCCL_WEFT_SHM=2, weft-perf -t 2 -g 1, us per all_reduce): Ring/
+  // Simple 63.6 at 8 B-32 KiB, 187 at 512 KiB, 2356 at 8 MiB (3.5 GB/s); Direct/LL ~30-36 at
+  // 32 B-8 KiB, 95.7 at 32 KiB, LL 1909 at 2 MiB and 6961 at 8 MiB (~1 GB/s, the receiver polls
+  // every line across PCIe). A hop is the one-way time through the segment less the base cost;
+  // the caps are set so that LL gives way to Simple near 32 KiB, where the runs crossed.
+  setRow(k.hwUs[kLinkShm][T], 24, 0, 27);
+  setRow(k.hwUs[kLinkShm][R], 24, 0, 27);
+  setRow(k.hwUs[kLinkShm][D], 24, 0, 27);
+  setRow(k.shmCapGBs, 0.8, 0, 3.5);
 
   // LL: 8 data bytes per 16-byte line; LL128: 120 of 128 bytes.
   setRow(k.protoEff, 0.5, 120.0 / 128.0, 1.0);
@@ -178,6 +188,7 @@ bool locate(const std::string& key, TuningConstants* k, double** d, int** i) {
   else if (is("step", 3) && algo(1) >= 0 && proto(2) >= 0) *d = &k->stepUs[algo(1)][proto(2)];
   else if (is("threshold", 3) && algo(1) >= 0 && proto(2) >= 0) *i = &k->threadThreshold[algo(1)][proto(2)];
   else if (is("protoeff", 2) && proto(1) >= 0) *d = &k->protoEff[proto(1)];
+  else if (is("shmcap", 2) && proto(1) >= 0) *d = &k->shmCapGBs[proto(1)];
   else if (is("maxthreads", 2) && proto(1) >= 0) *i = &k->maxThreads[proto(1)];
   else if (is("default", 2) && proto(1) >= 0) *d = &k->protoByDefault[proto(1)];
   else if (is("funcbw", 2) && func(1) >= 0) *d = &k->funcBwEff[func(1)];
@@ -266,6 +277,7 @@ std::string formatTuningConstants(const TuningConstants& k) {
   }
   for (int p = 0; p < dev::kNumProtos; ++p) {
     line(std::string("protoeff.") + kProtoKeys[p], formatDouble(k.protoEff[p]));
+    line(std::string("shmcap.") + kProtoKeys[p], formatDouble(k.shmCapGBs[p]));
     line(std::string("maxthreads.") + kProtoKeys[p], std::to_string(k.maxThreads[p]));
     line(std::string("default.") + kProtoKeys[p], formatDouble(k.protoByDefault[p]));
   }

@@ -6,7 +6,7 @@
 //   NCCL_WEFT_TUNING_FILE=/path/file   "key = value" lines, '#' comments
 //   NCCL_WEFT_TUNING="base.ring.ll=4.1;bweff.ring.simple=0.97"   applied after the file
 // Keys (names case-insensitive; algo: tree ring collnetdirect collnetchain nvls nvlstree pat direct;
-// proto: ll ll128 simple; link: nvlink pcie net; func: broadcast reduce allgather reducescatter
+// proto: ll ll128 simple; link: nvlink pcie net shm; func: broadcast reduce allgather reducescatter
 // allreduce):
 //   base.<algo>.<proto>        us, fixed cost of one operation
 //   hw.<link>.<algo>.<proto>   us per hop over that link type
@@ -14,6 +14,8 @@
 //   bweff.<algo>.<proto>       fraction of the nominal channel bandwidth this pair reaches
 //   bwcap.<algo>.<proto>       GB/s of payload one rank moves at most on all channels together
 //                              (0: no cap; channels then add bandwidth without limit)
+//   shmcap.<proto>             the same cap for any algorithm whose hops go through host memory
+//                              (SHM transport), on top of bwcap
 //   step.<algo>.<proto>        us of synchronisation per pipeline step (drives the pipeline term)
 //   funcbw.<func>, funcstep.<func>   per-collective multipliers of bweff and step (AllReduce = 1)
 //   channelshare.<func>        fraction of the channels a Ring/Tree call of that collective uses at most
@@ -32,10 +34,11 @@
 
 namespace weft::graph {
 
-// Kinds of hop the model prices (rows of hwUs).
-enum HopLink : int { kLinkNvlink = 0, kLinkPcie = 1, kLinkNet = 2, kNumLinkTypes = 3 };
+// Kinds of hop the model prices (rows of hwUs). kLinkShm: through a host shared-memory segment
+// (transport/shm), where every flag and every LL line is polled across PCIe.
+enum HopLink : int { kLinkNvlink = 0, kLinkPcie = 1, kLinkNet = 2, kLinkShm = 3, kNumLinkTypes = 4 };
 
-const char* linkTypeName(int link);  // "nvlink", "pcie", "net"
+const char* linkTypeName(int link);  // "nvlink", "pcie", "net", "shm"
 
 struct TuningConstants {
   double baseUs[dev::kNumAlgos][dev::kNumProtos];
@@ -45,6 +48,7 @@ struct TuningConstants {
   // Channels add bandwidth until the pair reaches what its kernel and the link carry together: on
   // 2xH200, Ring/LL moved ~10 GB/s on one channel but ~130 GB/s (not 32 x 10) on 32 (session 12).
   double bwCapGBs[dev::kNumAlgos][dev::kNumProtos];
+  double shmCapGBs[dev::kNumProtos];  // per protocol, where intraLink is kLinkShm
   double stepUs[dev::kNumAlgos][dev::kNumProtos];
   double funcBwEff[kNumCollFuncs];
   double funcStepScale[kNumCollFuncs];

@@ -618,3 +618,43 @@ TEST(Tuning, BandwidthCapBoundsWhatAllChannelsMoveTogether) {
   EXPECT_GE(estimateCollective(in, d, kAr, dev::kAlgoDirect, kLL, 1 << 20).timeUs, double(1 << 20) / 10e3);
   EXPECT_GT(estimateCollective(in, d, kAr, dev::kAlgoDirect, kLL, 1 << 20).timeUs, before);
 }
+
+// Through host memory (kLinkShm) every protocol pays a PCIe round trip per hop and shmcap bounds
+// what a rank moves: LL only while latency rules (the session-33 runs crossed near 32 KiB), then
+// Simple; never LL128. The one-GPU test mode (NCCL_WEFT_SHM=2) gives the same input.
+TEST(Tuning, HostMemoryHopsLeaveLLForSimpleEarly) {
+  TuningInput shm = h200x2();
+  shm.intraLink = kLinkShm;
+  shm.maxChannels = 32;
+  shm.meshChannels = 32;
+  const TuningConstants k = TuningConstants::weftCalibrated();
+  auto choose = [&](size_t bytes) {
+    TuningChoice c;
+    EXPECT_EQ(selectAlgoProto(shm, k, kAr, bytes, &c), ncclSuccess) << bytes;
+    return c;
+  };
+  EXPECT_EQ(choose(8).proto, kLL);
+  EXPECT_EQ(choose(8 << 10).proto, kLL);
+  for (size_t b : {size_t(64) << 10, size_t(256) << 10, size_t(2) << 20, size_t(256) << 20}) {
+    const TuningChoice c = choose(b);
+    EXPECT_EQ(c.proto, kSimple) << b;
+    EXPECT_EQ(c.algo, kRing) << b;
+  }
+  for (int f = 0; f < kNumCollFuncs; ++f) EXPECT_FALSE(pairModeled(shm, f, kRing, kLL128)) << f;
+  // 8 MiB of Ring/Simple: at most shmcap.simple GB/s, so no faster than 8 MiB / 3.5 GB/s.
+  EXPECT_GE(choose(8 << 20).timeUs, double(8 << 20) / (k.shmCapGBs[kSimple] * 1e3));
+  // The same call over NVLink is far cheaper: the caps and hops are the host path's only.
+  TuningChoice nv;
+  ASSERT_EQ(selectAlgoProto(h200x2(), k, kAr, 8 << 20, &nv), ncclSuccess);
+  EXPECT_LT(nv.timeUs * 10, choose(8 << 20).timeUs);
+  // shmcap and hw.shm read and write back.
+  TuningConstants t = k;
+  std::string why;
+  ASSERT_EQ(parseTuningText("shmcap.simple = 7;hw.shm.ring.ll = 3", &t, &why), ncclSuccess) << why;
+  EXPECT_EQ(t.shmCapGBs[kSimple], 7.0);
+  EXPECT_EQ(t.hwUs[kLinkShm][kRing][kLL], 3.0);
+  TuningConstants back = k;
+  ASSERT_EQ(parseTuningText(formatTuningConstants(t), &back, &why), ncclSuccess) << why;
+  EXPECT_TRUE(sameConstants(t, back));
+  EXPECT_NE(formatTuningSummary(shm, k).find("shm"), std::string::npos);
+}
