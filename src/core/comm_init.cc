@@ -3,6 +3,7 @@
 #include "enqueue/launch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -24,12 +25,16 @@
 #include "graph/algo_proto_env.h"
 #include "graph/tuning_input.h"
 #include "runtime/gpu.h"
+#include "runtime/pinned_pool.h"
 #include "transport/p2p/p2p_connections.h"
 
 namespace weft::core {
 namespace {
 
 const param::IntParam kBuffSize{"NCCL_BUFFSIZE", 4 << 20};
+
+// Communicators that hold blocks of runtime::pinnedPool(); the last one to go trims the pool.
+std::atomic<int> gPinnedPoolUsers{0};
 const param::IntParam kLLBuffSize{"NCCL_LL_BUFFSIZE", -2};      // -2: the default (NCCL's "unset")
 const param::IntParam kLL128BuffSize{"NCCL_LL128_BUFFSIZE", -2};
 const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
@@ -189,10 +194,12 @@ Status loadKernels() {
 }
 
 Status setupDeviceState(ncclComm* comm) {
-  // Host-mapped flags and the work FIFO.
+  // Host-mapped flags and the work FIFO, from the pool (runtime/pinned_pool.h says why).
+  comm->countedForPinnedPool = true;
+  gPinnedPoolUsers.fetch_add(1);
   void* host = nullptr;
   void* devView = nullptr;
-  WEFT_TRY(runtime::hostAllocMapped(&host, 64));
+  WEFT_TRY(runtime::pinnedPool().acquire(64, &host));
   memset(host, 0, 64);
   comm->abortFlag = (volatile uint32_t*)host;
   comm->fifoConsumed = (volatile uint32_t*)((char*)host + 32);
@@ -201,7 +208,7 @@ Status setupDeviceState(ncclComm* comm) {
   comm->fifoConsumedDev = (volatile uint32_t*)((char*)devView + 32);
 
   uint32_t slots = roundDownPow2((uint32_t)std::max<int64_t>(kFifoSlots.get(), 2 * dev::kMaxWorksPerChannel * dev::kMaxChannels));
-  WEFT_TRY(runtime::hostAllocMapped(&host, sizeof(dev::DevWork) * slots));
+  WEFT_TRY(runtime::pinnedPool().acquire(sizeof(dev::DevWork) * slots, &host));
   comm->fifoHost = (dev::DevWork*)host;
   WEFT_TRY(runtime::hostDevicePointer(host, &devView));
   comm->fifoDev = (dev::DevWork*)devView;
@@ -389,13 +396,20 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->haveLaunched) dev::reportDeviceProbe(comm->rank);
   if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
-  for (void* p : comm->graphWorkBuffers) runtime::freeHostQuiet(p);
+  for (void* p : comm->graphWorkBuffers) (void)runtime::pinnedPool().release(p);
   for (void* p : comm->deviceAllocations) runtime::freeDeviceQuiet(p);
   if (comm->devComm) runtime::freeDeviceQuiet(comm->devComm);
   if (comm->blockArrivals) runtime::freeDeviceQuiet(comm->blockArrivals);
   comm->p2p.reset();
-  if (comm->fifoHost) runtime::freeHostQuiet(comm->fifoHost);
-  if (comm->abortFlag) runtime::freeHostQuiet((void*)comm->abortFlag);
+  (void)runtime::pinnedPool().release(comm->fifoHost);
+  (void)runtime::pinnedPool().release((void*)comm->abortFlag);
+  // cudaFreeHost waits for the device: only once no communicator of this process is left, whose
+  // kernel could be waiting for this thread.
+  if (comm->countedForPinnedPool && gPinnedPoolUsers.fetch_sub(1) == 1) {
+    const int freed = runtime::pinnedPool().trim();
+    WEFT_INFO(log::kAllocHost, "last communicator of the process gone: %d pinned host block(s) freed", freed);
+  }
+  comm->countedForPinnedPool = false;
   comm->bootstrap.reset();
   comm->magic = ncclComm::kDeadMagic;
 }

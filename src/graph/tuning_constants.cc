@@ -101,15 +101,15 @@ TuningConstants makeDefaults() {
   setRow(k.hwUs[kLinkNet][NT], 0, 0, 20.9);
   setRow(k.hwUs[kLinkNet][PAT], 0, 0, 14);
   // Through host memory (weft's SHM transport; session 33, one H100 shared by 2 ranks, both
-  // through its one PCIe link, NCCL_WEFT_SHM=2, weft-perf -t 2 -g 1, us per all_reduce): Ring/
-  // Simple 63.6 at 8 B-32 KiB, 187 at 512 KiB, 2356 at 8 MiB (3.5 GB/s); Direct/LL ~30-36 at
-  // 32 B-8 KiB, 95.7 at 32 KiB, LL 1909 at 2 MiB and 6961 at 8 MiB (~1 GB/s, the receiver polls
-  // every line across PCIe). A hop is the one-way time through the segment less the base cost;
-  // the caps are set so that LL gives way to Simple near 32 KiB, where the runs crossed.
-  setRow(k.hwUs[kLinkShm][T], 24, 0, 27);
-  setRow(k.hwUs[kLinkShm][R], 24, 0, 27);
-  setRow(k.hwUs[kLinkShm][D], 24, 0, 27);
-  setRow(k.shmCapGBs, 0.8, 0, 3.5);
+  // through its one PCIe link, NCCL_WEFT_SHM=2, weft-perf all_reduce -t 2 -g 1, us, no graph, so
+  // ~4 us of launch in each): Direct/LL 8.4 at 8 B-512 B (P2P 8.6), 12.2 at 8 KiB, 27.2 at 32 KiB,
+  // 494 at 2 MiB; Ring/LL 13.6 at 1 KiB; Ring/Simple 14-16 at 8 B-8 KiB, 19.0 at 32 KiB, 48.2 at
+  // 512 KiB, 536 at 8 MiB (~16 GB/s). The protocols crossed between 8 and 32 KiB; LL's cap is the
+  // rate of its mid sizes (~1.6 GB/s from 8 to 32 KiB), which puts the model's crossover at ~12 KiB.
+  setRow(k.hwUs[kLinkShm][T], 3.0, 0, 2.5);
+  setRow(k.hwUs[kLinkShm][R], 3.0, 0, 2.5);
+  setRow(k.hwUs[kLinkShm][D], 1.0, 0, 2.5);
+  setRow(k.shmCapGBs, 2.0, 0, 16.0);
 
   // LL: 8 data bytes per 16-byte line; LL128: 120 of 128 bytes.
   setRow(k.protoEff, 0.5, 120.0 / 128.0, 1.0);

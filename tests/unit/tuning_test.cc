@@ -620,7 +620,7 @@ TEST(Tuning, BandwidthCapBoundsWhatAllChannelsMoveTogether) {
 }
 
 // Through host memory (kLinkShm) every protocol pays a PCIe round trip per hop and shmcap bounds
-// what a rank moves: LL only while latency rules (the session-33 runs crossed near 32 KiB), then
+// what a rank moves: LL only while latency rules (the session-33 runs crossed between 8 and 32 KiB), then
 // Simple; never LL128. The one-GPU test mode (NCCL_WEFT_SHM=2) gives the same input.
 TEST(Tuning, HostMemoryHopsLeaveLLForSimpleEarly) {
   TuningInput shm = h200x2();
@@ -641,12 +641,12 @@ TEST(Tuning, HostMemoryHopsLeaveLLForSimpleEarly) {
     EXPECT_EQ(c.algo, kRing) << b;
   }
   for (int f = 0; f < kNumCollFuncs; ++f) EXPECT_FALSE(pairModeled(shm, f, kRing, kLL128)) << f;
-  // 8 MiB of Ring/Simple: at most shmcap.simple GB/s, so no faster than 8 MiB / 3.5 GB/s.
+  // 8 MiB of Ring/Simple: at most shmcap.simple GB/s, so no faster than 8 MiB / 16 GB/s.
   EXPECT_GE(choose(8 << 20).timeUs, double(8 << 20) / (k.shmCapGBs[kSimple] * 1e3));
   // The same call over NVLink is far cheaper: the caps and hops are the host path's only.
   TuningChoice nv;
   ASSERT_EQ(selectAlgoProto(h200x2(), k, kAr, 8 << 20, &nv), ncclSuccess);
-  EXPECT_LT(nv.timeUs * 10, choose(8 << 20).timeUs);
+  EXPECT_LT(nv.timeUs * 5, choose(8 << 20).timeUs);
   // shmcap and hw.shm read and write back.
   TuningConstants t = k;
   std::string why;

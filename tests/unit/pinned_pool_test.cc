@@ -1,0 +1,130 @@
+// runtime::PinnedPool over fake alloc/free functions: blocks are parked and reused by size class,
+// freed only by trim(), and a pointer the pool never handed out is refused.
+#include "runtime/pinned_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace weft::runtime {
+namespace {
+
+struct FakeHost {
+  std::set<void*> live;
+  int allocs = 0;
+  int frees = 0;
+  PinnedPool pool{[this](void** p, size_t bytes) -> Status {
+                    *p = std::malloc(bytes);
+                    live.insert(*p);
+                    ++allocs;
+                    return ncclSuccess;
+                  },
+                  [this](void* p) {
+                    EXPECT_EQ(live.erase(p), 1u) << "freed a block the fake never made, or twice";
+                    std::free(p);
+                    ++frees;
+                  }};
+};
+
+TEST(PinnedPool, ReleasedBlocksAreReusedBySizeClassAndFreedOnlyByTrim) {
+  FakeHost h;
+  void* fifo = nullptr;
+  void* flag = nullptr;
+  ASSERT_EQ(h.pool.acquire(393216, &fifo), ncclSuccess);
+  ASSERT_EQ(h.pool.acquire(64, &flag), ncclSuccess);
+  EXPECT_EQ(h.allocs, 2);
+  EXPECT_EQ(h.pool.inUseBytes(), 393216u + 4096u);
+  ASSERT_EQ(h.pool.release(fifo), ncclSuccess);
+  ASSERT_EQ(h.pool.release(flag), ncclSuccess);
+  EXPECT_EQ(h.frees, 0) << "release must not free: cudaFreeHost would wait for the device";
+  EXPECT_EQ(h.pool.parkedBytes(), 393216u + 4096u);
+  // The next communicator gets the same blocks back, without a new allocation.
+  void* fifo2 = nullptr;
+  void* flag2 = nullptr;
+  ASSERT_EQ(h.pool.acquire(393216, &fifo2), ncclSuccess);
+  ASSERT_EQ(h.pool.acquire(40, &flag2), ncclSuccess);  // same 4 KiB class as 64
+  EXPECT_EQ(fifo2, fifo);
+  EXPECT_EQ(flag2, flag);
+  EXPECT_EQ(h.allocs, 2);
+  // Another class is a new block; trim frees the parked ones only.
+  void* big = nullptr;
+  ASSERT_EQ(h.pool.acquire(393216 + 1, &big), ncclSuccess);
+  EXPECT_EQ(h.allocs, 3);
+  ASSERT_EQ(h.pool.release(big), ncclSuccess);
+  EXPECT_EQ(h.pool.trim(), 1);
+  EXPECT_EQ(h.frees, 1);
+  EXPECT_EQ(h.live.count(fifo2), 1u);
+  ASSERT_EQ(h.pool.release(fifo2), ncclSuccess);
+  ASSERT_EQ(h.pool.release(flag2), ncclSuccess);
+  EXPECT_EQ(h.pool.trim(), 2);
+  EXPECT_TRUE(h.live.empty());
+  EXPECT_EQ(h.pool.parkedBytes(), 0u);
+  EXPECT_EQ(h.pool.inUseBytes(), 0u);
+}
+
+TEST(PinnedPool, ForeignOrTwiceReleasedPointersAreRefused) {
+  FakeHost h;
+  int local = 0;
+  EXPECT_EQ(h.pool.release(&local), ncclInternalError);
+  EXPECT_EQ(h.pool.release(nullptr), ncclSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(h.pool.acquire(100, &p), ncclSuccess);
+  ASSERT_EQ(h.pool.release(p), ncclSuccess);
+  EXPECT_EQ(h.pool.release(p), ncclInternalError) << "a second release would hand the block out twice";
+  EXPECT_EQ(h.pool.parkedBytes(), 4096u);
+  h.pool.trim();
+}
+
+TEST(PinnedPool, FailedAllocationLeavesNothingBehind) {
+  PinnedPool pool([](void**, size_t) -> Status { return ncclUnhandledCudaError; }, [](void*) { FAIL(); });
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(pool.acquire(64, &p), ncclUnhandledCudaError);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(pool.inUseBytes(), 0u);
+}
+
+// A split-and-destroy loop from several threads: the pool never holds more blocks than were in use
+// at once, and every block is handed to one user at a time.
+TEST(PinnedPool, ConcurrentUsersNeverShareABlock) {
+  std::mutex fakeMu;
+  std::set<void*> made;
+  PinnedPool pool(
+      [&](void** p, size_t bytes) -> Status {
+        *p = std::malloc(bytes);
+        std::lock_guard<std::mutex> l(fakeMu);
+        made.insert(*p);
+        return ncclSuccess;
+      },
+      [&](void* p) { std::free(p); });
+  std::mutex ownersMu;
+  std::set<void*> owned;
+  bool shared = false;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 500; ++i) {
+        void* p = nullptr;
+        ASSERT_EQ(pool.acquire(8192, &p), ncclSuccess);
+        {
+          std::lock_guard<std::mutex> l(ownersMu);
+          shared = shared || !owned.insert(p).second;
+        }
+        {
+          std::lock_guard<std::mutex> l(ownersMu);
+          owned.erase(p);
+        }
+        ASSERT_EQ(pool.release(p), ncclSuccess);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(shared);
+  EXPECT_LE(made.size(), 4u);
+  EXPECT_EQ(pool.trim(), (int)made.size());
+}
+
+}  // namespace
+}  // namespace weft::runtime
