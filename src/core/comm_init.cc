@@ -25,16 +25,13 @@
 #include "graph/algo_proto_env.h"
 #include "graph/tuning_input.h"
 #include "runtime/gpu.h"
-#include "runtime/pinned_pool.h"
+#include "runtime/block_pool.h"
 #include "transport/p2p/p2p_connections.h"
 
 namespace weft::core {
 namespace {
 
 const param::IntParam kBuffSize{"NCCL_BUFFSIZE", 4 << 20};
-
-// Communicators that hold blocks of runtime::pinnedPool(); the last one to go trims the pool.
-std::atomic<int> gPinnedPoolUsers{0};
 const param::IntParam kLLBuffSize{"NCCL_LL_BUFFSIZE", -2};      // -2: the default (NCCL's "unset")
 const param::IntParam kLL128BuffSize{"NCCL_LL128_BUFFSIZE", -2};
 const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
@@ -194,9 +191,10 @@ Status loadKernels() {
 }
 
 Status setupDeviceState(ncclComm* comm) {
-  // Host-mapped flags and the work FIFO, from the pool (runtime/pinned_pool.h says why).
-  comm->countedForPinnedPool = true;
-  gPinnedPoolUsers.fetch_add(1);
+  // Host-mapped flags and the work FIFO, from the pool (runtime/block_pool.h says why), as is every
+  // device block of the communicator.
+  comm->countedForBlockPools = true;
+  runtime::blockPoolUserIn();
   void* host = nullptr;
   void* devView = nullptr;
   WEFT_TRY(runtime::pinnedPool().acquire(64, &host));
@@ -215,7 +213,7 @@ Status setupDeviceState(ncclComm* comm) {
   comm->fifo = enqueue::WorkFifo(slots);
 
   void* arrivals = nullptr;
-  WEFT_TRY(runtime::deviceMalloc(&arrivals, 64));
+  WEFT_TRY(runtime::deviceBlockAcquire(64, &arrivals));
   WEFT_TRY(runtime::deviceMemset(arrivals, 0, 64));
   comm->blockArrivals = (uint32_t*)arrivals;
 
@@ -230,7 +228,7 @@ Status setupDeviceState(ncclComm* comm) {
     const std::vector<int>& ring = comm->rings[c];
     int pos = (int)(std::find(ring.begin(), ring.end(), comm->rank) - ring.begin());
     void* ranks = nullptr;
-    WEFT_TRY(runtime::deviceMalloc(&ranks, sizeof(int32_t) * ring.size()));
+    WEFT_TRY(runtime::deviceBlockAcquire(sizeof(int32_t) * ring.size(), &ranks));
     comm->deviceAllocations.push_back(ranks);
     std::vector<int32_t> ring32(ring.begin(), ring.end());
     WEFT_TRY(runtime::deviceMemcpy(ranks, ring32.data(), sizeof(int32_t) * ring.size()));
@@ -246,7 +244,7 @@ Status setupDeviceState(ncclComm* comm) {
     hostCopy.channels[c].peers = comm->p2p->deviceTable(c);
   }
   void* dc = nullptr;
-  WEFT_TRY(runtime::deviceMalloc(&dc, sizeof(dev::DevComm)));
+  WEFT_TRY(runtime::deviceBlockAcquire(sizeof(dev::DevComm), &dc));
   WEFT_TRY(runtime::deviceMemcpy(dc, &hostCopy, sizeof(dev::DevComm)));
   comm->devComm = (dev::DevComm*)dc;
 
@@ -397,19 +395,14 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
   for (void* p : comm->graphWorkBuffers) (void)runtime::pinnedPool().release(p);
-  for (void* p : comm->deviceAllocations) runtime::freeDeviceQuiet(p);
-  if (comm->devComm) runtime::freeDeviceQuiet(comm->devComm);
-  if (comm->blockArrivals) runtime::freeDeviceQuiet(comm->blockArrivals);
+  for (void* p : comm->deviceAllocations) runtime::deviceBlockRelease(p);
+  runtime::deviceBlockRelease(comm->devComm);
+  runtime::deviceBlockRelease(comm->blockArrivals);
   comm->p2p.reset();
   (void)runtime::pinnedPool().release(comm->fifoHost);
   (void)runtime::pinnedPool().release((void*)comm->abortFlag);
-  // cudaFreeHost waits for the device: only once no communicator of this process is left, whose
-  // kernel could be waiting for this thread.
-  if (comm->countedForPinnedPool && gPinnedPoolUsers.fetch_sub(1) == 1) {
-    const int freed = runtime::pinnedPool().trim();
-    WEFT_INFO(log::kAllocHost, "last communicator of the process gone: %d pinned host block(s) freed", freed);
-  }
-  comm->countedForPinnedPool = false;
+  if (comm->countedForBlockPools) runtime::blockPoolUserOut();  // the last one frees the parked blocks
+  comm->countedForBlockPools = false;
   comm->bootstrap.reset();
   comm->magic = ncclComm::kDeadMagic;
 }

@@ -15,6 +15,7 @@
 #include "core/registrations.h"
 #include "core/symmetric.h"
 #include "enqueue/group.h"
+#include "runtime/block_pool.h"
 #include "runtime/gpu.h"
 #include "runtime/ipc_mem.h"
 #include "transport/p2p/p2p_connections.h"
@@ -269,7 +270,7 @@ Status WindowTable::deviceTable(DevWindowTable** out) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (deviceTable_ == nullptr) {
     void* table = nullptr;
-    WEFT_TRY(runtime::deviceMalloc(&table, sizeof(DevWindowTable)));
+    WEFT_TRY(runtime::deviceBlockAcquire(sizeof(DevWindowTable), &table));
     deviceTable_ = static_cast<DevWindowTable*>(table);
     WEFT_TRY(writeDeviceTableLocked());
   }
@@ -295,7 +296,7 @@ Status WindowTable::writeDeviceTableLocked() {
 }
 
 WindowTable::~WindowTable() {
-  if (deviceTable_ != nullptr) runtime::freeDeviceQuiet(deviceTable_);
+  runtime::deviceBlockRelease(deviceTable_);
 }
 
 size_t WindowTable::size() const {

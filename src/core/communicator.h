@@ -104,7 +104,7 @@ struct ncclComm {
   weft::dev::DevComm* devComm = nullptr;  // device memory
   uint32_t* blockArrivals = nullptr;      // device memory, one counter
   weft::dev::DevWork* fifoHost = nullptr; // host-mapped work FIFO
-  bool countedForPinnedPool = false;      // counted among the users of runtime::pinnedPool()
+  bool countedForBlockPools = false;      // counted among the users of runtime/block_pool.h
   weft::dev::DevWork* fifoDev = nullptr;  // its device view
   volatile uint32_t* fifoConsumed = nullptr;  // host-mapped, written by kernels
   volatile uint32_t* fifoConsumedDev = nullptr;

@@ -7,6 +7,7 @@
 #include "core/communicator.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "runtime/block_pool.h"
 #include "runtime/gpu.h"
 #include "runtime/ipc_mem.h"
 #include "transport/p2p/p2p_connections.h"
@@ -68,7 +69,7 @@ FlatPlan planFlat(const std::vector<FlatPart>& parts, size_t granularity) {
 }
 
 FlatWindow::~FlatWindow() {
-  if (device_ != nullptr) runtime::freeDeviceQuiet(device_);
+  runtime::deviceBlockRelease(device_);
 }
 
 Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector<FlatPart>& parts, const FlatPlan& plan,
@@ -116,7 +117,7 @@ Status FlatWindow::create(ncclComm* comm, const LsaTeam& team, const std::vector
   host.worldRank = comm->rank;
   host.stride4G = (uint32_t)(plan.stride / k4G);
   void* dev = nullptr;
-  WEFT_TRY(runtime::deviceMalloc(&dev, sizeof(host)));
+  WEFT_TRY(runtime::deviceBlockAcquire(sizeof(host), &dev));
   self->device_ = static_cast<WindowVidmem*>(dev);
   WEFT_TRY(runtime::deviceMemcpy(dev, &host, sizeof(host)));
   WEFT_INFO(log::kReg,

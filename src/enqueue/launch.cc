@@ -15,7 +15,7 @@
 #include "device/kernel_api.h"
 #include "enqueue/planner.h"
 #include "runtime/gpu.h"
-#include "runtime/pinned_pool.h"
+#include "runtime/block_pool.h"
 #include "transport/p2p/p2p_connections.h"
 #include "transport/p2p/reg_sharing.h"
 

@@ -9,6 +9,7 @@
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/peer_info.h"
+#include "runtime/block_pool.h"
 #include "runtime/gpu.h"
 
 namespace weft::transport {
@@ -90,7 +91,7 @@ P2pConnections::~P2pConnections() {
     reg.bases.erase({jobKey_, rank_});
   }
   if (uploadStream_) (void)runtime::streamDestroy(uploadStream_);
-  for (dev::DevPeer* table : deviceTables_) runtime::freeDeviceQuiet(table);
+  for (dev::DevPeer* table : deviceTables_) runtime::deviceBlockRelease(table);
   imported_.clear();  // unmap peers' memory before our own goes
   simpleOnlyImported_.clear();
   simpleOnlyLocal_.clear();
@@ -318,7 +319,7 @@ Status P2pConnections::makeDeviceTables() {
   for (size_t c = 0; c < devPeers_.size(); ++c) {
     void* table = nullptr;
     const size_t bytes = sizeof(dev::DevPeer) * devPeers_[c].size();
-    WEFT_TRY(runtime::deviceMalloc(&table, bytes));
+    WEFT_TRY(runtime::deviceBlockAcquire(bytes, &table));  // runtime/block_pool.h: why
     deviceTables_[c] = (dev::DevPeer*)table;
     WEFT_TRY(runtime::deviceMemcpy(table, devPeers_[c].data(), bytes));
   }

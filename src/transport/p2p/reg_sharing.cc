@@ -11,6 +11,7 @@
 #include "core/communicator.h"
 #include "core/log.h"
 #include "core/peer_info.h"
+#include "runtime/block_pool.h"
 
 namespace weft::transport::p2p {
 namespace {
@@ -76,7 +77,7 @@ Status RegSharing::create(ncclComm* comm, FdEndpoint* endpoint, const std::vecto
   if (n > 0) {
     const size_t bytes = sizeof(dev::DevRegSlot) * dev::kMaxPeerRegs * (size_t)n;
     void* slots = nullptr;
-    WEFT_TRY(runtime::deviceMalloc(&slots, bytes));
+    WEFT_TRY(runtime::deviceBlockAcquire(bytes, &slots));  // runtime/block_pool.h: why
     self->deviceSlots_ = static_cast<dev::DevRegSlot*>(slots);
     WEFT_TRY(runtime::deviceMemset(slots, 0, bytes));
     self->hostSlots_.assign((size_t)n * dev::kMaxPeerRegs, dev::DevRegSlot{});
@@ -87,7 +88,7 @@ Status RegSharing::create(ncclComm* comm, FdEndpoint* endpoint, const std::vecto
 
 RegSharing::~RegSharing() {
   mapped_.clear();  // unmaps the peers' memory
-  if (deviceSlots_ != nullptr) runtime::freeDeviceQuiet(deviceSlots_);
+  runtime::deviceBlockRelease(deviceSlots_);
 }
 
 const dev::DevRegSlot* RegSharing::deviceSlots(int peer) const {

@@ -1,6 +1,6 @@
-// runtime::PinnedPool over fake alloc/free functions: blocks are parked and reused by size class,
-// freed only by trim(), and a pointer the pool never handed out is refused.
-#include "runtime/pinned_pool.h"
+// runtime::BlockPool over fake alloc/free functions: blocks are parked and reused by size class and
+// domain (device), freed only by trim(), and a pointer the pool never handed out is refused.
+#include "runtime/block_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -16,20 +16,21 @@ struct FakeHost {
   std::set<void*> live;
   int allocs = 0;
   int frees = 0;
-  PinnedPool pool{[this](void** p, size_t bytes) -> Status {
+  BlockPool pool{[this](void** p, size_t bytes) -> Status {
                     *p = std::malloc(bytes);
                     live.insert(*p);
                     ++allocs;
                     return ncclSuccess;
                   },
-                  [this](void* p) {
+                  [this](void* p, int) {
                     EXPECT_EQ(live.erase(p), 1u) << "freed a block the fake never made, or twice";
                     std::free(p);
                     ++frees;
-                  }};
+                  },
+                  4096};
 };
 
-TEST(PinnedPool, ReleasedBlocksAreReusedBySizeClassAndFreedOnlyByTrim) {
+TEST(BlockPool, ReleasedBlocksAreReusedBySizeClassAndFreedOnlyByTrim) {
   FakeHost h;
   void* fifo = nullptr;
   void* flag = nullptr;
@@ -65,7 +66,29 @@ TEST(PinnedPool, ReleasedBlocksAreReusedBySizeClassAndFreedOnlyByTrim) {
   EXPECT_EQ(h.pool.inUseBytes(), 0u);
 }
 
-TEST(PinnedPool, ForeignOrTwiceReleasedPointersAreRefused) {
+TEST(BlockPool, BlocksOfOneDeviceAreNotHandedToAnother) {
+  std::vector<std::pair<void*, int>> freed;
+  BlockPool pool([](void** p, size_t bytes) -> Status { *p = std::malloc(bytes); return ncclSuccess; },
+                 [&](void* p, int dev) { freed.emplace_back(p, dev); std::free(p); }, 512);
+  EXPECT_EQ(pool.sizeClass(1), 512u);
+  EXPECT_EQ(pool.sizeClass(513), 1024u);
+  void* a = nullptr;
+  ASSERT_EQ(pool.acquire(100, &a, /*domain=*/0), ncclSuccess);
+  ASSERT_EQ(pool.release(a), ncclSuccess);
+  void* b = nullptr;
+  ASSERT_EQ(pool.acquire(100, &b, /*domain=*/1), ncclSuccess);
+  EXPECT_NE(b, a) << "device 1 must not get device 0's memory";
+  void* c = nullptr;
+  ASSERT_EQ(pool.acquire(300, &c, /*domain=*/0), ncclSuccess);
+  EXPECT_EQ(c, a);
+  ASSERT_EQ(pool.release(b), ncclSuccess);
+  ASSERT_EQ(pool.release(c), ncclSuccess);
+  EXPECT_EQ(pool.trim(), 2);
+  ASSERT_EQ(freed.size(), 2u);
+  for (auto& [p, dev] : freed) EXPECT_EQ(dev, p == a ? 0 : 1) << "freed with the device it belongs to";
+}
+
+TEST(BlockPool, ForeignOrTwiceReleasedPointersAreRefused) {
   FakeHost h;
   int local = 0;
   EXPECT_EQ(h.pool.release(&local), ncclInternalError);
@@ -78,8 +101,8 @@ TEST(PinnedPool, ForeignOrTwiceReleasedPointersAreRefused) {
   h.pool.trim();
 }
 
-TEST(PinnedPool, FailedAllocationLeavesNothingBehind) {
-  PinnedPool pool([](void**, size_t) -> Status { return ncclUnhandledCudaError; }, [](void*) { FAIL(); });
+TEST(BlockPool, FailedAllocationLeavesNothingBehind) {
+  BlockPool pool([](void**, size_t) -> Status { return ncclUnhandledCudaError; }, [](void*, int) { FAIL(); }, 512);
   void* p = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(pool.acquire(64, &p), ncclUnhandledCudaError);
   EXPECT_EQ(p, nullptr);
@@ -88,17 +111,17 @@ TEST(PinnedPool, FailedAllocationLeavesNothingBehind) {
 
 // A split-and-destroy loop from several threads: the pool never holds more blocks than were in use
 // at once, and every block is handed to one user at a time.
-TEST(PinnedPool, ConcurrentUsersNeverShareABlock) {
+TEST(BlockPool, ConcurrentUsersNeverShareABlock) {
   std::mutex fakeMu;
   std::set<void*> made;
-  PinnedPool pool(
+  BlockPool pool(
       [&](void** p, size_t bytes) -> Status {
         *p = std::malloc(bytes);
         std::lock_guard<std::mutex> l(fakeMu);
         made.insert(*p);
         return ncclSuccess;
       },
-      [&](void* p) { std::free(p); });
+      [&](void* p, int) { std::free(p); }, 512);
   std::mutex ownersMu;
   std::set<void*> owned;
   bool shared = false;
