@@ -21,10 +21,11 @@
 namespace weft::core {
 namespace {
 
-// The SHM transport (transport/shm) is new and not yet run on GPUs: 1 uses it where the topology
-// asks for it (GPU pairs without peer access, NCCL_P2P_DISABLE=1); 2 also for every other peer
-// (tests: it lets ranks that share one GPU exercise it). 0: such pairs are an error, as before.
-const param::IntParam kShmTransport{"NCCL_WEFT_SHM", 0};
+// The SHM transport (transport/shm): 1 (default) uses it where the topology asks for it (GPU pairs
+// without peer access, NCCL_P2P_DISABLE=1); 2 also for every other peer (tests: it lets ranks that
+// share one GPU exercise it); 0 makes such pairs an error (NCCL_SHM_DISABLE=1 is NCCL's way to say
+// the same). Run on one H100 in session 33: every collective checked in processes and threads.
+const param::IntParam kShmTransport{"NCCL_WEFT_SHM", 1};
 
 // With NCCL_WEFT_SHM=2 every peer is reached through host shared memory.
 void shmForEveryPeer(ncclComm* comm) {
@@ -160,9 +161,9 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
       continue;
     }
     if (row[p] == graph::TransportKind::Shm) {
-      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through shared host memory: weft's SHM transport is "
-                "new and not yet verified on GPUs, so it is off unless NCCL_WEFT_SHM=1; or allow peer-to-peer "
-                "access (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL)", comm->rank, p, comm->peers[p].busId);
+      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through shared host memory, and NCCL_WEFT_SHM=0 "
+                "turns weft's SHM transport off; unset it, or allow peer-to-peer access (NCCL_P2P_DISABLE / "
+                "NCCL_P2P_LEVEL)", comm->rank, p, comm->peers[p].busId);
     } else {
       WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through the network, which weft does not implement "
                 "yet; check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE", comm->rank, p, comm->peers[p].busId);
