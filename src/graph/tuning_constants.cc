@@ -105,10 +105,11 @@ TuningConstants makeDefaults() {
   // ~4 us of launch in each): Direct/LL 8.4 at 8 B-512 B (P2P 8.6), 12.2 at 8 KiB, 27.2 at 32 KiB,
   // 494 at 2 MiB; Ring/LL 13.6 at 1 KiB; Ring/Simple 14-16 at 8 B-8 KiB, 19.0 at 32 KiB, 48.2 at
   // 512 KiB, 536 at 8 MiB (~16 GB/s). The protocols crossed between 8 and 32 KiB; LL's cap is the
-  // rate of its mid sizes (~1.6 GB/s from 8 to 32 KiB), which puts the model's crossover at ~12 KiB.
+  // rate of its mid sizes (~1.6 GB/s from 8 to 32 KiB). Direct's hop: 1.0 fits 8 B best, 2.0 puts
+  // the model's crossover between 8 and 16 KiB, where a second run measured Simple 16.5 vs LL 17.7 us.
   setRow(k.hwUs[kLinkShm][T], 3.0, 0, 2.5);
   setRow(k.hwUs[kLinkShm][R], 3.0, 0, 2.5);
-  setRow(k.hwUs[kLinkShm][D], 1.0, 0, 2.5);
+  setRow(k.hwUs[kLinkShm][D], 2.0, 0, 2.5);
   setRow(k.shmCapGBs, 2.0, 0, 16.0);
 
   // LL: 8 data bytes per 16-byte line; LL128: 120 of 128 bytes.
