@@ -24,7 +24,8 @@
 # (Direct all_reduce variants, two ranks on one GPU: SHAREDPERF_VARIANTS="label:lib:VAR=v+..."), shm (the
 # SHM transport: sweeps, and busbw against NCCL with NCCL_P2P_DISABLE=1 on 2+ GPUs), stackab
 # (OLD=folder: an older library's stack need, memory and speed against these binaries), small (every
-# collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set).
+# collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set), destroy (communicators
+# destroyed in threads mode while another one's kernel waits: P2P and SHM, 2 and 4 ranks).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -410,6 +411,19 @@ stage_shm() {
   [ "$NG" -ge 2 ] || return 0  # NCCL refuses ranks that share a GPU
   PERF_MODE="-g $NG" VARIANTS="nccl:$NCCL:NCCL_P2P_DISABLE=1 weft:$B:NCCL_P2P_DISABLE=1+NCCL_WEFT_SHM=1" \
     perfv shm all_reduce,all_gather,sendrecv 8 256M 8 10
+}
+# Communicators destroyed while another communicator's kernel waits for the destroying rank (threads
+# mode, ranks sharing GPUs): the split/shrink extras over P2P and SHM with 2 and 4 ranks (session 33:
+# frees under ncclCommDestroy waited for the device). On a hang the log holds every thread's stack.
+stage_destroy() {
+  local sh="NCCL_WEFT_ALLOW_GPU_SHARING=1" e g t
+  for g in 2 4; do
+    for t in p2p shm; do
+      e=$sh; [ $t = shm ] && e="$sh NCCL_WEFT_SHM=2"
+      SWG=$g sw destroy-$t$g "$e" -m threads --no-sweep
+      grep -E "^#[0-9]+ .* in (cuMem|cudaFree|cudaHost|cudaStreamSync|pncclComm)" $L/sw-destroy-$t$g.log | head -8
+    done
+  done
 }
 # The quick sweep at 4 shared ranks, REPEAT times (session 9: a reset step counter showed in 3 runs of 6).
 stage_sharedloop() {
