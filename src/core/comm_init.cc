@@ -3,7 +3,6 @@
 #include "enqueue/launch.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -24,8 +23,8 @@
 #include "enqueue/launch.h"
 #include "graph/algo_proto_env.h"
 #include "graph/tuning_input.h"
-#include "runtime/gpu.h"
 #include "runtime/block_pool.h"
+#include "runtime/gpu.h"
 #include "transport/p2p/p2p_connections.h"
 
 namespace weft::core {
@@ -197,7 +196,7 @@ Status setupDeviceState(ncclComm* comm) {
   runtime::blockPoolUserIn();
   void* host = nullptr;
   void* devView = nullptr;
-  WEFT_TRY(runtime::pinnedPool().acquire(64, &host));
+  WEFT_TRY(runtime::pinnedBlockAcquire(64, &host));
   memset(host, 0, 64);
   comm->abortFlag = (volatile uint32_t*)host;
   comm->fifoConsumed = (volatile uint32_t*)((char*)host + 32);
@@ -206,7 +205,7 @@ Status setupDeviceState(ncclComm* comm) {
   comm->fifoConsumedDev = (volatile uint32_t*)((char*)devView + 32);
 
   uint32_t slots = roundDownPow2((uint32_t)std::max<int64_t>(kFifoSlots.get(), 2 * dev::kMaxWorksPerChannel * dev::kMaxChannels));
-  WEFT_TRY(runtime::pinnedPool().acquire(sizeof(dev::DevWork) * slots, &host));
+  WEFT_TRY(runtime::pinnedBlockAcquire(sizeof(dev::DevWork) * slots, &host));
   comm->fifoHost = (dev::DevWork*)host;
   WEFT_TRY(runtime::hostDevicePointer(host, &devView));
   comm->fifoDev = (dev::DevWork*)devView;
@@ -394,13 +393,13 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->haveLaunched) dev::reportDeviceProbe(comm->rank);
   if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
-  for (void* p : comm->graphWorkBuffers) (void)runtime::pinnedPool().release(p);
+  for (void* p : comm->graphWorkBuffers) runtime::pinnedBlockRelease(p);
   for (void* p : comm->deviceAllocations) runtime::deviceBlockRelease(p);
   runtime::deviceBlockRelease(comm->devComm);
   runtime::deviceBlockRelease(comm->blockArrivals);
   comm->p2p.reset();
-  (void)runtime::pinnedPool().release(comm->fifoHost);
-  (void)runtime::pinnedPool().release((void*)comm->abortFlag);
+  runtime::pinnedBlockRelease(comm->fifoHost);
+  runtime::pinnedBlockRelease((void*)comm->abortFlag);
   if (comm->countedForBlockPools) runtime::blockPoolUserOut();  // the last one frees the parked blocks
   comm->countedForBlockPools = false;
   comm->bootstrap.reset();

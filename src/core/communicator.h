@@ -101,10 +101,10 @@ struct ncclComm {
   int minCollChannels = 1;  // config minCTAs / NCCL_MIN_NCHANNELS: channels each collective uses at least
 
   // Device state.
+  bool countedForBlockPools = false;      // counted among the users of runtime/block_pool.h
   weft::dev::DevComm* devComm = nullptr;  // device memory
   uint32_t* blockArrivals = nullptr;      // device memory, one counter
   weft::dev::DevWork* fifoHost = nullptr; // host-mapped work FIFO
-  bool countedForBlockPools = false;      // counted among the users of runtime/block_pool.h
   weft::dev::DevWork* fifoDev = nullptr;  // its device view
   volatile uint32_t* fifoConsumed = nullptr;  // host-mapped, written by kernels
   volatile uint32_t* fifoConsumedDev = nullptr;

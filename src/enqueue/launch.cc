@@ -14,8 +14,8 @@
 #include "core/watchdog.h"
 #include "device/kernel_api.h"
 #include "enqueue/planner.h"
-#include "runtime/gpu.h"
 #include "runtime/block_pool.h"
+#include "runtime/gpu.h"
 #include "transport/p2p/p2p_connections.h"
 #include "transport/p2p/reg_sharing.h"
 
@@ -447,7 +447,7 @@ Status refillGraphPool(ncclComm* comm, uint32_t atLeast) {
   const uint32_t n = std::max(atLeast, kGraphPoolWorks);
   void* host = nullptr;
   void* devView = nullptr;
-  WEFT_TRY(runtime::pinnedPool().acquire(sizeof(dev::DevWork) * n, &host));
+  WEFT_TRY(runtime::pinnedBlockAcquire(sizeof(dev::DevWork) * n, &host));
   comm->graphWorkBuffers.push_back(host);
   WEFT_TRY(runtime::hostDevicePointer(host, &devView));
   comm->graphPoolHost = (dev::DevWork*)host;

@@ -87,6 +87,10 @@ BlockPool& devicePool() {
   return *pool;
 }
 
+Status pinnedBlockAcquire(size_t bytes, void** ptr) { return pinnedPool().acquire(bytes, ptr); }
+
+void pinnedBlockRelease(void* ptr) { (void)pinnedPool().release(ptr); }
+
 Status deviceBlockAcquire(size_t bytes, void** ptr) {
   int dev = -1;
   WEFT_TRY(getDevice(&dev));

@@ -60,6 +60,8 @@ class BlockPool {
 };
 
 // Pinned host memory, cudaHostAlloc(Mapped | Portable): usable from every device, one domain.
+[[nodiscard]] Status pinnedBlockAcquire(size_t bytes, void** ptr);
+void pinnedBlockRelease(void* ptr);
 BlockPool& pinnedPool();
 // Device memory of the current device (cudaMalloc), kept per device.
 [[nodiscard]] Status deviceBlockAcquire(size_t bytes, void** ptr);
