@@ -414,7 +414,8 @@ stage_shm() {
 }
 # Communicators destroyed while another communicator's kernel waits for the destroying rank (threads
 # mode, ranks sharing GPUs): the split/shrink extras over P2P and SHM with 2 and 4 ranks (session 33:
-# frees under ncclCommDestroy waited for the device). On a hang the log holds every thread's stack.
+# frees under ncclCommDestroy waited for the device; session 34: so did the SHM segments' unregister).
+# On a hang the log holds every thread's stack.
 stage_destroy() {
   local sh="NCCL_WEFT_ALLOW_GPU_SHARING=1" e g t
   for g in 2 4; do

@@ -192,8 +192,11 @@ Status loadKernels() {
 Status setupDeviceState(ncclComm* comm) {
   // Host-mapped flags and the work FIFO, from the pool (runtime/block_pool.h says why), as is every
   // device block of the communicator.
+  int processRanks = 0;
+  for (const PeerInfo& peer : comm->peers) processRanks += peer.processHash == comm->peers[comm->rank].processHash;
+  comm->sharesProcessForPools = processRanks > 1;
   comm->countedForBlockPools = true;
-  runtime::blockPoolUserIn();
+  runtime::blockPoolUserIn(comm->sharesProcessForPools);
   void* host = nullptr;
   void* devView = nullptr;
   WEFT_TRY(runtime::pinnedBlockAcquire(64, &host));
@@ -291,7 +294,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     comm->rings.assign(comm->nChannels, std::vector<int>{0});
     comm->trees.assign(comm->nChannels, std::vector<transport::TreePeers>(1));
   } else {
-    WEFT_TRY(buildCommTopology(comm, lo, hi));
+    WEFT_TRY(buildCommTopology(comm, lo, hi, userLo));
   }
   comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
   comm->simpleP2pChannels = transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
@@ -400,7 +403,7 @@ void freeCommunicator(ncclComm* comm) {
   comm->p2p.reset();
   runtime::pinnedBlockRelease(comm->fifoHost);
   runtime::pinnedBlockRelease((void*)comm->abortFlag);
-  if (comm->countedForBlockPools) runtime::blockPoolUserOut();  // the last one frees the parked blocks
+  if (comm->countedForBlockPools) runtime::blockPoolUserOut(comm->sharesProcessForPools);  // the last frees them
   comm->countedForBlockPools = false;
   comm->bootstrap.reset();
   comm->magic = ncclComm::kDeadMagic;

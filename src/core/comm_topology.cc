@@ -27,6 +27,13 @@ namespace {
 // the same). Run on one H100 in session 33: every collective checked in processes and threads.
 const param::IntParam kShmTransport{"NCCL_WEFT_SHM", 1};
 
+// Channels a communicator with any hop through host memory builds at least when the user sets no
+// floor (weft's NVLink floor, NCCL_WEFT_MIN_NCHANNELS, is 32). Each channel costs every rank a share
+// of a pinned host segment (32 channels, 2 ranks: 294 MiB a rank), and host memory saturates with
+// fewer: one H100, 2 ranks, NCCL_WEFT_SHM=2, 64 MiB (session 34): all_reduce 3730/3819/3988/4310 us
+// and all_gather 2096/2120/2278/2602 us on 32/8/4/2 channels. 16 leaves room for two GPUs' links.
+const param::IntParam kShmMinChannels{"NCCL_WEFT_SHM_MIN_NCHANNELS", 16};
+
 // With NCCL_WEFT_SHM=2 every peer is reached through host shared memory.
 void shmForEveryPeer(ncclComm* comm) {
   if (kShmTransport.get() != 2) return;
@@ -99,7 +106,9 @@ std::vector<transport::TreePeers> rankOrderChain(int nRanks) {
   return out;
 }
 
-void rankOrderRings(ncclComm* comm, int nChannels) {
+void rankOrderRings(ncclComm* comm, int minChannels, int userMin) {
+  const bool anyShm = kShmTransport.get() == 2;
+  const int nChannels = std::max(1, channelFloor(minChannels, userMin, anyShm, (int)kShmMinChannels.get()));
   std::vector<int> order(comm->nRanks);
   for (int r = 0; r < comm->nRanks; ++r) order[r] = r;
   comm->nChannels = nChannels;
@@ -113,7 +122,12 @@ void rankOrderRings(ncclComm* comm, int nChannels) {
 
 }  // namespace
 
-Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
+int channelFloor(int minChannels, int userMin, bool anyShm, int shmMinChannels) {
+  if (!anyShm || minChannels <= userMin) return minChannels;
+  return std::max(userMin, std::min(minChannels, std::max(1, shmMinChannels)));
+}
+
+Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int userMinChannels) {
   graph::TopoFileSettings files = graph::readTopoFileSettings();
   graph::RankRecord mine;
   Status described = describeOwnHost(comm, files, &mine);
@@ -136,7 +150,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
   if (!complete || isError(graph::mergeRankRecords(decoded, &topo))) {
     WEFT_WARN("rank %d: the ranks' topology records could not be merged; using %d rank-order ring channels",
               comm->rank, minChannels);
-    rankOrderRings(comm, std::max(1, minChannels));
+    rankOrderRings(comm, minChannels, userMinChannels);
     return ncclSuccess;
   }
   graph::TopoOptions opts = graph::readTopoOptions();
@@ -153,6 +167,9 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
     WEFT_TRY(graph::decodeTransportRow(rowBytes[r].data(), rowBytes[r].size(), comm->nRanks, &rows[r]));
   }
   WEFT_TRY(graph::verifyTransportAgreement(rows));
+  bool anyShm = kShmTransport.get() == 2;
+  for (const auto& r : rows) anyShm = anyShm || std::count(r.begin(), r.end(), graph::TransportKind::Shm) > 0;
+  minChannels = channelFloor(minChannels, userMinChannels, anyShm, (int)kShmMinChannels.get());
   comm->shmPeers.assign(comm->nRanks, false);
   for (int p = 0; p < comm->nRanks; ++p) {
     if (p == comm->rank || row[p] == graph::TransportKind::P2p) continue;
@@ -174,7 +191,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels) {
   graph::ChannelPlan plan = graph::planChannels(topo, opts);
   if (plan.nChannels <= 0 || plan.rings.empty()) {
     WEFT_WARN("rank %d: the ring search found no channel; using rank-order rings", comm->rank);
-    rankOrderRings(comm, std::max(1, minChannels));
+    rankOrderRings(comm, minChannels, userMinChannels);
   } else {
     comm->nChannels = std::clamp(plan.nChannels, std::max(1, minChannels), maxChannels);
     comm->rings.clear();

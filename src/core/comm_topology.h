@@ -11,7 +11,13 @@ namespace weft::core {
 
 // Sets comm->nChannels (bounded by the config and NCCL_MIN/MAX_NCHANNELS), comm->rings,
 // comm->trees and comm->tuning (the tuning model's view of the topology).
-// Collective over the communicator's bootstrap.
-[[nodiscard]] Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels);
+// Collective over the communicator's bootstrap. userMinChannels is the user's own floor (config,
+// NCCL_MIN_NCHANNELS) within minChannels: weft's part above it drops for host-memory hops.
+[[nodiscard]] Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int userMinChannels);
+
+// The channels to build at least: minChannels, except that weft's own part of it (above userMin,
+// the user's floor) drops to shmMinChannels when any pair of the communicator goes through host
+// memory (anyShm, from every rank's transport row, so all ranks agree).
+int channelFloor(int minChannels, int userMin, bool anyShm, int shmMinChannels);
 
 }  // namespace weft::core

@@ -102,6 +102,7 @@ struct ncclComm {
 
   // Device state.
   bool countedForBlockPools = false;      // counted among the users of runtime/block_pool.h
+  bool sharesProcessForPools = false;     // ... as one with several ranks in this process
   weft::dev::DevComm* devComm = nullptr;  // device memory
   uint32_t* blockArrivals = nullptr;      // device memory, one counter
   weft::dev::DevWork* fifoHost = nullptr; // host-mapped work FIFO

@@ -1,6 +1,6 @@
 #include "runtime/block_pool.h"
 
-#include <atomic>
+#include <vector>
 
 #include "core/log.h"
 #include "runtime/gpu.h"
@@ -100,19 +100,86 @@ Status deviceBlockAcquire(size_t bytes, void** ptr) {
 void deviceBlockRelease(void* ptr) { (void)devicePool().release(ptr); }
 
 namespace {
-std::atomic<int> gUsers{0};
+constexpr size_t kWaitingWarnBytes = size_t(1) << 30;
+
+// Who is counted in, and the releases waiting for nobody to share the process (all under mu).
+struct Users {
+  std::mutex mu;
+  int users = 0;             // communicators holding pool blocks
+  int sharingProcess = 0;    // those of them with another rank in this process
+  std::vector<std::function<void()>> releases;
+  size_t bytes = 0;
+  bool warned = false;
+};
+
+Users& users() {
+  static Users* u = new Users();  // never destroyed, as the pools
+  return *u;
+}
+
+// Runs the waiting releases (under no lock: they call the driver and may take their time).
+int runWaitingReleases() {
+  std::vector<std::function<void()>> going;
+  {
+    std::lock_guard<std::mutex> lock(users().mu);
+    going.swap(users().releases);
+    users().bytes = 0;
+  }
+  for (auto& release : going) release();
+  return (int)going.size();
+}
 }  // namespace
 
-void blockPoolUserIn() { gUsers.fetch_add(1); }
+void releaseWhenSafe(std::function<void()> release, size_t bytes) {
+  {
+    // Under the lock, so that a communicator going out now either sees this release or is seen gone.
+    Users& u = users();
+    std::lock_guard<std::mutex> lock(u.mu);
+    if (u.users > 0 && u.sharingProcess > 0) {
+      u.releases.push_back(std::move(release));
+      u.bytes += bytes;
+      WEFT_INFO(log::kAllocHost, "%zu bytes of mapped host memory wait until no communicator has two ranks in this "
+                "process (%zu in all)", bytes, u.bytes);
+      if (u.bytes >= kWaitingWarnBytes && !u.warned) {
+        u.warned = true;  // once per process: a split-and-destroy loop would repeat it
+        WEFT_WARN("%zu MiB of pinned host memory of destroyed communicators (SHM transport) is kept until no "
+                  "communicator has several ranks in this process: unpinning it earlier can wait forever for a "
+                  "kernel that waits for another of this process's ranks", u.bytes >> 20);
+      }
+      return;
+    }
+  }
+  release();
+}
 
-void blockPoolUserOut() {
-  if (gUsers.fetch_sub(1) != 1) return;
+size_t releasesWaitingBytes() {
+  std::lock_guard<std::mutex> lock(users().mu);
+  return users().bytes;
+}
+
+void blockPoolUserIn(bool sharesProcess) {
+  std::lock_guard<std::mutex> lock(users().mu);
+  ++users().users;
+  if (sharesProcess) ++users().sharingProcess;
+}
+
+void blockPoolUserOut(bool sharesProcess) {
+  bool last = false, noneShares = false;
+  {
+    std::lock_guard<std::mutex> lock(users().mu);
+    last = --users().users == 0;
+    noneShares = sharesProcess && --users().sharingProcess == 0;
+  }
+  int later = 0;
+  if (last || noneShares) later = runWaitingReleases();
+  if (!last) return;
   // cudaFreeHost / cudaFree wait for the device: only now can no communicator's kernel be
   // waiting for the thread that runs them.
   const int host = pinnedPool().trim();
   const int device = devicePool().trim();
-  WEFT_INFO(log::kAllocHost, "last communicator of the process gone: %d pinned host and %d device block(s) freed",
-            host, device);
+  WEFT_INFO(log::kAllocHost,
+            "last communicator of the process gone: %d pinned host and %d device block(s) freed, %d mapped "
+            "segment(s) released", host, device, later);
 }
 
 }  // namespace weft::runtime

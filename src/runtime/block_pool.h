@@ -68,9 +68,23 @@ BlockPool& pinnedPool();
 void deviceBlockRelease(void* ptr);
 BlockPool& devicePool();
 
-// Communicators that hold blocks: each counts itself in once it takes any, and out when it has
-// handed them back; the last one out trims both pools.
-void blockPoolUserIn();
-void blockPoolUserOut();
+// Releases that wait for the device and cannot be pooled, because the memory belongs to one
+// communicator's peers (the SHM transport's mapped segments: cudaHostUnregister). While some
+// communicator has several ranks in this process (threads mode), a kernel on the device may wait
+// for another thread's rank, and that thread may be the one releasing: such releases wait until no
+// communicator counted in has several ranks here, or none is left. Otherwise (one rank per process,
+// as PyTorch runs) they run at once: the kernels the device holds then wait only for ranks of other
+// processes, which never wait for this release. Tried in session 34: a thread of their own does not
+// help, because cuMemHostUnregister holds a driver lock while it waits, and the other ranks'
+// cudaMemsetAsync and cudaHostRegister then wait behind it. `bytes` is reported while it waits.
+void releaseWhenSafe(std::function<void()> release, size_t bytes);
+size_t releasesWaitingBytes();
+
+// Communicators that hold blocks: each counts itself in once it takes any (sharesProcess: another
+// of its ranks lives in this process), and out when it has handed them back with the same flag; the
+// last one out trims both pools, and the last one out that shares its process runs the waiting
+// releases.
+void blockPoolUserIn(bool sharesProcess);
+void blockPoolUserOut(bool sharesProcess);
 
 }  // namespace weft::runtime

@@ -149,5 +149,40 @@ TEST(BlockPool, ConcurrentUsersNeverShareABlock) {
   EXPECT_EQ(pool.trim(), (int)made.size());
 }
 
+// The SHM transport's mapped segments (their unregister waits for the device) wait while some
+// communicator has several ranks in this process, run once none has (or none is left), and run at
+// once when every communicator has one rank here (one process per GPU: kernels wait only for other
+// processes).
+TEST(BlockPool, DeviceWaitingReleasesWaitOnlyWhileAProcessHoldsSeveralRanks) {
+  int ran = 0;
+  releaseWhenSafe([&] { ++ran; }, 1 << 20);
+  EXPECT_EQ(ran, 1) << "nobody counted in: the release should not wait";
+
+  blockPoolUserIn(false);  // one rank per process
+  releaseWhenSafe([&] { ++ran; }, 1 << 20);
+  EXPECT_EQ(ran, 2) << "no communicator has two ranks here: nothing on the device waits for this thread";
+  EXPECT_EQ(releasesWaitingBytes(), 0u);
+
+  blockPoolUserIn(true);  // threads mode: a parent with two ranks here
+  blockPoolUserIn(true);  // ... and a split child of it
+  releaseWhenSafe([&] { ran += 10; }, 1 << 20);
+  releaseWhenSafe([&] { ran += 100; }, 4096);
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(releasesWaitingBytes(), (1u << 20) + 4096u);
+  blockPoolUserOut(true);
+  EXPECT_EQ(ran, 2) << "the parent still has two ranks here: a kernel may wait for the other one";
+  blockPoolUserOut(true);
+  EXPECT_EQ(ran, 112) << "no communicator shares the process any more";
+  EXPECT_EQ(releasesWaitingBytes(), 0u);
+
+  blockPoolUserIn(true);
+  releaseWhenSafe([&] { ran += 1000; }, 4096);
+  EXPECT_EQ(ran, 112);
+  blockPoolUserOut(true);
+  EXPECT_EQ(ran, 1112);
+  blockPoolUserOut(false);  // the last one out
+  EXPECT_EQ(releasesWaitingBytes(), 0u);
+}
+
 }  // namespace
 }  // namespace weft::runtime

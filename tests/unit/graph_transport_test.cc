@@ -1,8 +1,10 @@
-// Settings parsing (NCCL_P2P_LEVEL and friends) and the cross-rank transport agreement check.
+// Settings parsing (NCCL_P2P_LEVEL and friends), the cross-rank transport agreement check, and the
+// channel floor of communicators with host-memory hops.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
+#include "core/comm_topology.h"
 #include "core/param.h"
 #include "graph/transport_choice.h"
 #include "graph_test_util.h"
@@ -154,6 +156,17 @@ TEST(GraphTransport, NetBeatsSlowP2pInsideAHost) {
   noIntra.netDisableIntra = true;  // NCCL_NET_DISABLE_INTRA=1
   computePaths(&t, noIntra);
   EXPECT_EQ(chooseTransport(t, 0, 1, noIntra), TransportKind::Shm);
+}
+
+// weft's own floor of 32 channels drops to the SHM floor when a pair goes through host memory (its
+// pinned segments grow with every channel); the user's floor (NCCL_MIN_NCHANNELS, minCTAs) stays.
+TEST(ShmChannels, OnlyWeftsOwnFloorDropsForHostMemoryHops) {
+  EXPECT_EQ(core::channelFloor(32, 1, false, 16), 32) << "all pairs peer-to-peer: NVLink floor kept";
+  EXPECT_EQ(core::channelFloor(32, 1, true, 16), 16);
+  EXPECT_EQ(core::channelFloor(32, 4, true, 2), 4) << "never below the user's floor";
+  EXPECT_EQ(core::channelFloor(24, 24, true, 16), 24) << "NCCL_MIN_NCHANNELS=24 is the user's: kept";
+  EXPECT_EQ(core::channelFloor(8, 1, true, 16), 8) << "the SHM floor never raises the count";
+  EXPECT_EQ(core::channelFloor(32, 1, true, 0), 1) << "a zero setting still builds one channel";
 }
 
 }  // namespace

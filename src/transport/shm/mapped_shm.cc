@@ -1,11 +1,26 @@
 #include "transport/shm/mapped_shm.h"
 
+#include <memory>
+#include <utility>
+
+#include "runtime/block_pool.h"
 #include "runtime/gpu.h"
 
 namespace weft::transport::shm {
 
+// cudaHostUnregister waits for the device's queued work, which may include a kernel waiting for
+// this very thread (block_pool.h says when): it runs, with the unmap that must follow it, once that
+// cannot be. The name goes now: it needs no device.
 MappedShm::~MappedShm() {
-  if (devicePtr_ != nullptr) (void)runtime::hostUnregister(segment_.ptr());  // before the unmap (segment_)
+  if (devicePtr_ == nullptr) return;  // never registered: the segment's own destructor unmaps it
+  segment_.unlinkName();
+  auto segment = std::make_shared<ShmSegment>(std::move(segment_));
+  runtime::releaseWhenSafe(
+      [segment] {
+        (void)runtime::hostUnregister(segment->ptr());  // reports its own failure
+        segment->reset();
+      },
+      segment->bytes());
 }
 
 Status MappedShm::map() {
