@@ -391,9 +391,9 @@ stage_shared() {
   local p2p=AlltoAll,Gather,Scatter,SendRecvRing,SendRecvMany,SendRecvSelf sh=NCCL_WEFT_ALLOW_GPU_SHARING=1
   SWG=4 sw shared4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs
   SWG=4 sw threads4 "$sh" -m threads --no-extras
-  grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*|mapped the Simple-only.*)" $L/sw-shared4.log | sort | uniq -c | head -8
+  grep -hoE "rank 0: (connection memory.*|made the Simple-only.*|mapped the Simple-only.*)" $L/sw-shared4.log | sort | uniq -c | head -8
   SWG=4 sw eager4 "$sh NCCL_RUNTIME_CONNECT=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs --colls $p2p
-  grep -hoE "rank 0: (P2P connection memory.*|made the Simple-only.*)" $L/sw-eager4.log | sort | uniq -c | head -4
+  grep -hoE "rank 0: (connection memory.*|made the Simple-only.*)" $L/sw-eager4.log | sort | uniq -c | head -4
   SWG=4 sw firstuse4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P" -m procs --no-selftest --no-sweep
   grep -hE "CUDA graph|made the Simple-only" $L/sw-firstuse4.log | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -8
 }

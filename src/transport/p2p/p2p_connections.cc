@@ -156,8 +156,9 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), sharePeers, &self->sharing_));
     int simpleOnly = 0;
     for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
-    WEFT_INFO(log::kInit | log::kP2p, "rank %d: P2P connection memory %zu KiB (%s), %d receive connections (%d of "
-              "them Simple-only, %s)", comm->rank, bytes >> 10, runtime::memKindName(self->local_.kind()),
+    WEFT_INFO(log::kInit | log::kP2p, "rank %d: connection memory %zu KiB on the GPU (%s) and %zu KiB of host shared "
+              "memory, %d receive connections (%d of them Simple-only, %s)", comm->rank, self->local_.bytes() >> 10,
+              runtime::memKindName(self->local_.kind()), self->hostLocal_ ? self->hostLocal_->bytes() >> 10 : 0,
               comm->connPlan.recvConnectionCount(), simpleOnly,
               comm->runtimeConnect ? "their buffers made on first use" : "connected now");
   }
