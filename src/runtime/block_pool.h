@@ -69,7 +69,8 @@ void deviceBlockRelease(void* ptr);
 BlockPool& devicePool();
 
 // Releases that wait for the device and cannot be pooled, because the memory belongs to one
-// communicator's peers (the SHM transport's mapped segments: cudaHostUnregister). While some
+// communicator's peers (the SHM transport's mapped segments: cudaHostUnregister; connection
+// memory made with cudaMalloc for legacy CUDA IPC where cuMem is missing: cudaFree). While some
 // communicator has several ranks in this process (threads mode), a kernel on the device may wait
 // for another thread's rank, and that thread may be the one releasing: such releases wait until no
 // communicator counted in has several ranks here, or none is left. Otherwise (one rank per process,

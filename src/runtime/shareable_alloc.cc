@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "runtime/block_pool.h"
 #include "runtime/cuda_check.h"
 #include "runtime/gpu.h"
 #if WEFT_RUNTIME_CUMEM
@@ -135,7 +136,14 @@ void ShareableAlloc::reset() {
       if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, bytes_, mapped_, handle_);
 #endif
     } else if (ptr_ != nullptr) {
-      (void)deviceFree(ptr_);
+      // cudaFree waits for the device, whose kernels may wait for another rank of this process
+      // (block_pool.h: releaseWhenSafe).
+      releaseWhenSafe(
+          [ptr = ptr_, device = device_] {
+            ScopedDevice on;
+            if (on.set(device) == ncclSuccess) (void)deviceFree(ptr);
+          },
+          bytes_);
     }
   }
   kind_ = MemKind::kNone;  // so that the assignment below does not come back here
