@@ -138,13 +138,13 @@ void releaseWhenSafe(std::function<void()> release, size_t bytes) {
     if (u.users > 0 && u.sharingProcess > 0) {
       u.releases.push_back(std::move(release));
       u.bytes += bytes;
-      WEFT_INFO(log::kAllocHost, "%zu bytes of mapped host memory wait until no communicator has two ranks in this "
+      WEFT_INFO(log::kAlloc, "%zu bytes of connection memory wait until no communicator has two ranks in this "
                 "process (%zu in all)", bytes, u.bytes);
       if (u.bytes >= kWaitingWarnBytes && !u.warned) {
         u.warned = true;  // once per process: a split-and-destroy loop would repeat it
-        WEFT_WARN("%zu MiB of pinned host memory of destroyed communicators (SHM transport) is kept until no "
-                  "communicator has several ranks in this process: unpinning it earlier can wait forever for a "
-                  "kernel that waits for another of this process's ranks", u.bytes >> 20);
+        WEFT_WARN("%zu MiB of destroyed communicators' connection memory (SHM segments, legacy-IPC buffers) is "
+                  "kept until no communicator has several ranks in this process: freeing it earlier can wait "
+                  "forever for a kernel that waits for another of this process's ranks", u.bytes >> 20);
       }
       return;
     }
