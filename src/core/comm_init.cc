@@ -22,6 +22,7 @@
 #include "device/special_kernels.h"
 #include "enqueue/launch.h"
 #include "graph/algo_proto_env.h"
+#include "graph/tuning.h"
 #include "graph/tuning_input.h"
 #include "runtime/block_pool.h"
 #include "runtime/gpu.h"
@@ -305,6 +306,10 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   comm->protoStepBytes[dev::kProtoSimple] = comm->stepBytes;
   comm->protoStepBytes[dev::kProtoLL] = transport::protoStepBytes(dev::kProtoLL, kLLBuffSize.get());
   comm->protoStepBytes[dev::kProtoLL128] = transport::protoStepBytes(dev::kProtoLL128, kLL128BuffSize.get());
+  // LL128 runs only where whole 128-byte stores are guaranteed (NVLink; the planner never picks it
+  // elsewhere, and a forced one is refused): on PCIe and host-memory hops its slots would be half
+  // of every connection's staging buffer (4.7 of 9.2 MiB by default), never touched.
+  if (!graph::ll128Usable(comm->tuning)) comm->protoStepBytes[dev::kProtoLL128] = 0;
   comm->p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
   comm->p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
   comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) ? (size_t)std::clamp<int64_t>(kP2pLLThreshold.get(), 0, INT32_MAX)

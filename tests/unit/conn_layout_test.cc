@@ -62,6 +62,26 @@ TEST(ConnLayout, ProtocolsGetDisjointAlignedSlotsInEveryBuffer) {
   EXPECT_GE(b > a ? b - a : a - b, layout.bufferBytes);
 }
 
+// Where LL128 cannot run (PCIe, host memory) the communicator asks for no LL128 slots: each
+// connection's buffer is then LL and Simple only, about half the size, and Simple is unchanged.
+TEST(ConnLayout, NoLL128SlotsWhereItsStepIsZero) {
+  int steps[weft::dev::kNumProtos];
+  for (int p = 0; p < weft::dev::kNumProtos; ++p) steps[p] = protoStepBytes(p, 0);
+  const ConnLayout full = ConnLayout::forSteps(4, 2, steps);
+  steps[weft::dev::kProtoLL128] = 0;
+  const ConnLayout lean = ConnLayout::forSteps(4, 2, steps);
+  const size_t simple = (size_t)weft::dev::kSteps * steps[weft::dev::kProtoSimple];
+  const size_t ll = (size_t)weft::dev::kSteps * steps[weft::dev::kProtoLL];
+  EXPECT_EQ(lean.bufferBytes, ll + simple);
+  EXPECT_EQ(full.bufferBytes - lean.bufferBytes, (size_t)weft::dev::kLL128DefaultBuffBytes);
+  EXPECT_EQ(lean.protoOffset[weft::dev::kProtoLL], 0u);
+  EXPECT_EQ(lean.protoOffset[weft::dev::kProtoSimple], ll);
+  EXPECT_EQ(lean.simpleOnlyBytes, full.simpleOnlyBytes);
+  std::vector<std::vector<int>> rings(4, {0, 1});
+  ConnectionPlan plan = planConnections(0, rings, 1);
+  EXPECT_LT(lean.totalBytes(plan), full.totalBytes(plan) * 55 / 100);
+}
+
 TEST(ConnLayout, StepSizesFollowTheBufferSettingsWithinTheDeviceBounds) {
   using namespace weft::dev;
   EXPECT_EQ(protoStepBytes(kProtoLL, 1 << 20), 128 * 1024);
