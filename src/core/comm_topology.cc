@@ -170,6 +170,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
   bool anyShm = kShmTransport.get() == 2;
   for (const auto& r : rows) anyShm = anyShm || std::count(r.begin(), r.end(), graph::TransportKind::Shm) > 0;
   minChannels = channelFloor(minChannels, userMinChannels, anyShm, (int)kShmMinChannels.get());
+  opts.minChannels = minChannels;  // the ring search repeats its rings up to the floor
   comm->shmPeers.assign(comm->nRanks, false);
   for (int p = 0; p < comm->nRanks; ++p) {
     if (p == comm->rank || row[p] == graph::TransportKind::P2p) continue;
@@ -203,9 +204,12 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
     }
     comm->tuning = graph::tuningInputFor(topo, plan, comm->nChannels);
   }
+  // Priced as host memory, without LL128, on every rank as soon as any pair of the communicator
+  // goes through it (anyShm, from every rank's row): ranks must pick the same protocols and lay out
+  // their connections alike (comm_init leaves LL128 slots out where LL128 cannot run).
+  if (anyShm) comm->tuning.intraLink = graph::kLinkShm;
   const int nShmPeers = (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true);
   if (nShmPeers > 0) {
-    comm->tuning.intraLink = graph::kLinkShm;  // the ring's slowest hops: priced as host memory, no LL128
     WEFT_INFO(log::kInit | log::kShm, "rank %d: %d peer(s) through host shared memory (SHM transport)", comm->rank,
               nShmPeers);
   }

@@ -33,6 +33,7 @@ struct ShareableAllocImpl {
     static std::atomic<uint64_t> next{1};
     a->localId_ = next.fetch_add(1, std::memory_order_relaxed);
   }
+  static void setFreeWhenSafe(ShareableAlloc* a, bool on) { a->freeWhenSafe_ = on; }
 
   // Devices other than the owner that may map `device`'s memory (P2P-capable peers).
   static Status accessors(int device, std::vector<int>* out) {
@@ -122,6 +123,7 @@ ShareableAlloc& ShareableAlloc::operator=(ShareableAlloc&& other) noexcept {
   handle_ = std::exchange(other.handle_, 0);
   va_ = std::exchange(other.va_, 0);
   mapped_ = std::exchange(other.mapped_, false);
+  freeWhenSafe_ = std::exchange(other.freeWhenSafe_, false);
   legacy_ = std::exchange(other.legacy_, LegacyIpcHandle{});
   return *this;
 }
@@ -135,6 +137,8 @@ void ShareableAlloc::reset() {
       const DriverApi* api = nullptr;
       if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, bytes_, mapped_, handle_);
 #endif
+    } else if (ptr_ != nullptr && !freeWhenSafe_) {
+      (void)deviceFree(ptr_);
     } else if (ptr_ != nullptr) {
       // cudaFree waits for the device, whose kernels may wait for another rank of this process
       // (block_pool.h: releaseWhenSafe).
@@ -188,6 +192,7 @@ Status allocShareable(size_t bytes, ShareableAlloc* out, const ShareableOptions&
     WEFT_TRY(ShareableAllocImpl::legacy(device, bytes, options.legacyHandle, &a));
   }
   ShareableAllocImpl::setLocalId(&a);
+  ShareableAllocImpl::setFreeWhenSafe(&a, options.freeWhenSafe);
   *out = std::move(a);
   return ncclSuccess;
 }

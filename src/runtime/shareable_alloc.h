@@ -31,6 +31,9 @@ struct ShareableOptions {
   KindRequest kind = KindRequest::kAuto;  // kAuto: cuMem when cuMemUsable(), else legacy
   bool recommendedGranularity = false;    // round to the driver's recommended granularity, not the minimum
   bool legacyHandle = true;               // legacy kind: also get the IPC handle (off for plain cudaMalloc use)
+  // Connection memory: the legacy kind's cudaFree (it waits for the device) goes through
+  // releaseWhenSafe (block_pool.h). Off for user memory (ncclMemFree frees at once).
+  bool freeWhenSafe = false;
 };
 
 // Whether cuMem with POSIX fd handles is used for allocations on `device`: NCCL_CUMEM_ENABLE
@@ -74,6 +77,7 @@ class ShareableAlloc {
   unsigned long long handle_ = 0;  // CUmemGenericAllocationHandle
   unsigned long long va_ = 0;      // reserved range (CUdeviceptr), bytes_ long
   bool mapped_ = false;
+  bool freeWhenSafe_ = false;  // ShareableOptions::freeWhenSafe
   LegacyIpcHandle legacy_{};
 };
 

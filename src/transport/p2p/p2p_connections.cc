@@ -28,6 +28,13 @@ LocalRegistry& localRegistry() {
   return *r;
 }
 
+// Connection memory is freed while other communicators may run (runtime::releaseWhenSafe).
+runtime::ShareableOptions connectionMemory() {
+  runtime::ShareableOptions o;
+  o.freeWhenSafe = true;
+  return o;
+}
+
 p2p::Clock::time_point setupDeadline() {
   int64_t s = kSetupTimeout.get();
   return s > 0 ? p2p::Clock::now() + std::chrono::seconds(s) : p2p::Clock::time_point::max();
@@ -126,7 +133,7 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     // With every peer through host memory no peer maps the GPU allocation: only the counters stay
     // (the direct-receive count reads them); the staging buffers live in the host segment.
     const size_t gpuBytes = shmAny && shmAll ? self->layout_.buffersStart() : bytes;
-    WEFT_TRY(runtime::allocShareable(gpuBytes, &self->local_));
+    WEFT_TRY(runtime::allocShareable(gpuBytes, &self->local_, connectionMemory()));
     WEFT_TRY(runtime::deviceMemset(self->local_.ptr(), 0, self->local_.bytes()));
     WEFT_TRY(runtime::exportMem(self->local_, 0, self->local_.bytes(), &descs[comm->rank].gpu));
     if (shmAny) {
@@ -358,7 +365,7 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
       offer.shm = simpleOnlyHostLocal_[p]->desc();
       base = simpleOnlyHostLocal_[p]->devicePtr();
     } else {
-      WEFT_TRY(runtime::allocShareable(offer.bytes, &alloc));
+      WEFT_TRY(runtime::allocShareable(offer.bytes, &alloc, connectionMemory()));
       WEFT_TRY(runtime::exportMem(alloc, 0, alloc.bytes(), &offer.desc));
       offer.sameProcessPtr = (uint64_t)(uintptr_t)alloc.ptr();
       base = (char*)alloc.ptr();
