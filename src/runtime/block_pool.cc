@@ -1,5 +1,6 @@
 #include "runtime/block_pool.h"
 
+#include <condition_variable>
 #include <vector>
 
 #include "core/log.h"
@@ -105,8 +106,10 @@ constexpr size_t kWaitingWarnBytes = size_t(1) << 30;
 // Who is counted in, and the releases waiting for nobody to share the process (all under mu).
 struct Users {
   std::mutex mu;
+  std::condition_variable releasesDone;
   int users = 0;             // communicators holding pool blocks
   int sharingProcess = 0;    // those of them with another rank in this process
+  int releasing = 0;         // batches of releases running now
   std::vector<std::function<void()>> releases;
   size_t bytes = 0;
   bool warned = false;
@@ -117,23 +120,20 @@ Users& users() {
   return *u;
 }
 
-// Runs the waiting releases (under no lock: they call the driver and may take their time).
-int runWaitingReleases() {
-  std::vector<std::function<void()>> going;
-  {
-    std::lock_guard<std::mutex> lock(users().mu);
-    going.swap(users().releases);
-    users().bytes = 0;
-  }
-  for (auto& release : going) release();
-  return (int)going.size();
+// Ends a batch of releases (or trims) that the caller counted in `releasing` under the lock: lets
+// communicators that share the process count in again. One counting in meanwhile could launch a
+// kernel that waits for a thread stuck behind the driver lock that an unregister or free holds.
+void endReleasing() {
+  Users& u = users();
+  std::lock_guard<std::mutex> lock(u.mu);
+  if (--u.releasing == 0) u.releasesDone.notify_all();
 }
 }  // namespace
 
 void releaseWhenSafe(std::function<void()> release, size_t bytes) {
+  Users& u = users();
   {
     // Under the lock, so that a communicator going out now either sees this release or is seen gone.
-    Users& u = users();
     std::lock_guard<std::mutex> lock(u.mu);
     if (u.users > 0 && u.sharingProcess > 0) {
       u.releases.push_back(std::move(release));
@@ -148,8 +148,10 @@ void releaseWhenSafe(std::function<void()> release, size_t bytes) {
       }
       return;
     }
+    ++u.releasing;
   }
-  release();
+  release();  // under no lock: it calls the driver and may take its time
+  endReleasing();
 }
 
 size_t releasesWaitingBytes() {
@@ -158,28 +160,38 @@ size_t releasesWaitingBytes() {
 }
 
 void blockPoolUserIn(bool sharesProcess) {
-  std::lock_guard<std::mutex> lock(users().mu);
-  ++users().users;
-  if (sharesProcess) ++users().sharingProcess;
+  Users& u = users();
+  std::unique_lock<std::mutex> lock(u.mu);
+  if (sharesProcess) u.releasesDone.wait(lock, [&u] { return u.releasing == 0; });
+  ++u.users;
+  if (sharesProcess) ++u.sharingProcess;
 }
 
 void blockPoolUserOut(bool sharesProcess) {
-  bool last = false, noneShares = false;
+  Users& u = users();
+  bool last = false;
+  std::vector<std::function<void()>> going;
   {
-    std::lock_guard<std::mutex> lock(users().mu);
-    last = --users().users == 0;
-    noneShares = sharesProcess && --users().sharingProcess == 0;
+    std::lock_guard<std::mutex> lock(u.mu);
+    last = --u.users == 0;
+    const bool noneShares = sharesProcess && --u.sharingProcess == 0;
+    if (last || noneShares) {
+      going.swap(u.releases);
+      u.bytes = 0;
+    }
+    if (last || !going.empty()) ++u.releasing;
   }
-  int later = 0;
-  if (last || noneShares) later = runWaitingReleases();
-  if (!last) return;
-  // cudaFreeHost / cudaFree wait for the device: only now can no communicator's kernel be
-  // waiting for the thread that runs them.
-  const int host = pinnedPool().trim();
-  const int device = devicePool().trim();
-  WEFT_INFO(log::kAllocHost,
-            "last communicator of the process gone: %d pinned host and %d device block(s) freed, %d mapped "
-            "segment(s) released", host, device, later);
+  for (auto& release : going) release();  // under no lock: driver calls
+  if (last) {
+    // cudaFreeHost / cudaFree wait for the device: only now can no communicator's kernel be
+    // waiting for the thread that runs them.
+    const int host = pinnedPool().trim();
+    const int device = devicePool().trim();
+    WEFT_INFO(log::kAllocHost,
+              "last communicator of the process gone: %d pinned host and %d device block(s) freed, %zu mapped "
+              "segment(s) or buffers released", host, device, going.size());
+  }
+  if (last || !going.empty()) endReleasing();
 }
 
 }  // namespace weft::runtime

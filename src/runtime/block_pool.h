@@ -84,7 +84,8 @@ size_t releasesWaitingBytes();
 // Communicators that hold blocks: each counts itself in once it takes any (sharesProcess: another
 // of its ranks lives in this process), and out when it has handed them back with the same flag; the
 // last one out trims both pools, and the last one out that shares its process runs the waiting
-// releases.
+// releases. While releases or trims run, a communicator that shares the process waits to count in
+// (before it could launch a kernel that waits for a thread held up behind their driver locks).
 void blockPoolUserIn(bool sharesProcess);
 void blockPoolUserOut(bool sharesProcess);
 

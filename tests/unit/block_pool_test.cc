@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <future>
 #include <set>
 #include <thread>
 #include <vector>
@@ -181,6 +184,42 @@ TEST(BlockPool, DeviceWaitingReleasesWaitOnlyWhileAProcessHoldsSeveralRanks) {
   blockPoolUserOut(true);
   EXPECT_EQ(ran, 1112);
   blockPoolUserOut(false);  // the last one out
+  EXPECT_EQ(releasesWaitingBytes(), 0u);
+}
+
+// A communicator with several ranks in this process waits to count in while a release runs (it
+// could otherwise launch a kernel that waits for a thread stuck behind the release's driver lock);
+// one with a single rank here does not.
+TEST(BlockPool, SharingCommunicatorsCountInOnlyAfterRunningReleasesEnd) {
+  std::promise<void> deviceIdle;
+  std::shared_future<void> idle = deviceIdle.get_future().share();
+  std::atomic<bool> releaseStarted{false};
+  blockPoolUserIn(false);
+  std::thread releaser([&] {
+    releaseWhenSafe(
+        [&, idle] {
+          releaseStarted = true;
+          idle.wait();  // as cudaHostUnregister waiting for the device
+        },
+        4096);
+  });
+  while (!releaseStarted) std::this_thread::yield();
+
+  blockPoolUserIn(false);  // one rank here: no wait
+  std::atomic<bool> sharingIn{false};
+  std::thread sharing([&] {
+    blockPoolUserIn(true);
+    sharingIn = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(sharingIn) << "a communicator sharing the process counted in while a release ran";
+  deviceIdle.set_value();
+  releaser.join();
+  sharing.join();
+  EXPECT_TRUE(sharingIn);
+  blockPoolUserOut(true);
+  blockPoolUserOut(false);
+  blockPoolUserOut(false);
   EXPECT_EQ(releasesWaitingBytes(), 0u);
 }
 
