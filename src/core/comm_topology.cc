@@ -168,7 +168,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
   }
   WEFT_TRY(graph::verifyTransportAgreement(rows));
   bool anyShm = kShmTransport.get() == 2;
-  for (const auto& r : rows) anyShm = anyShm || std::count(r.begin(), r.end(), graph::TransportKind::Shm) > 0;
+  for (const auto& r : rows) anyShm = anyShm || std::find(r.begin(), r.end(), graph::TransportKind::Shm) != r.end();
   minChannels = channelFloor(minChannels, userMinChannels, anyShm, (int)kShmMinChannels.get());
   opts.minChannels = minChannels;  // the ring search repeats its rings up to the floor
   comm->shmPeers.assign(comm->nRanks, false);

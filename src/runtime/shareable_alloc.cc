@@ -137,17 +137,17 @@ void ShareableAlloc::reset() {
       const DriverApi* api = nullptr;
       if (driverApi(&api) == ncclSuccess) cumem::releaseMapping(*api, va_, bytes_, mapped_, handle_);
 #endif
-    } else if (ptr_ != nullptr && !freeWhenSafe_) {
-      (void)deviceFree(ptr_);
-    } else if (ptr_ != nullptr) {
-      // cudaFree waits for the device, whose kernels may wait for another rank of this process
-      // (block_pool.h: releaseWhenSafe).
+    } else if (ptr_ != nullptr && freeWhenSafe_) {
+      // Connection memory: cudaFree waits for the device, whose kernels may wait for another rank of
+      // this process (block_pool.h: releaseWhenSafe).
       releaseWhenSafe(
           [ptr = ptr_, device = device_] {
             ScopedDevice on;
             if (on.set(device) == ncclSuccess) (void)deviceFree(ptr);
           },
           bytes_);
+    } else if (ptr_ != nullptr) {
+      (void)deviceFree(ptr_);
     }
   }
   kind_ = MemKind::kNone;  // so that the assignment below does not come back here
