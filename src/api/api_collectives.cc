@@ -69,14 +69,6 @@ Status checkMemory(const char* fn, ncclComm_t comm, const Task& t, Span send, Sp
 
 constexpr const char* kSameBuffer = "sendbuff == recvbuff";
 
-// Runs a call's validation and queueing; inside a group, an error also fails the group.
-template <typename Body>
-ncclResult_t submit(const char* fn, Body&& body) {
-  ncclResult_t s = guard(fn, body);
-  if (isError(s)) enqueue::failGroup(s);
-  return s;
-}
-
 // ncclBroadcast and ncclBcast (in place).
 Status broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
                  const ncclDataType_t& datatype, int root, ncclComm_t comm, runtime::Stream stream) {
@@ -101,7 +93,7 @@ using namespace weft::api;
 
 WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclRedOp_t op, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclAllReduce", [&]() -> Status {
+  return guardGroupCall("ncclAllReduce", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclAllReduce", comm, count, datatype, stream, TaskKind::kAllReduce, &t));
     WEFT_TRY(checkBuffer("ncclAllReduce", "sendbuff", sendbuff, count));
@@ -116,21 +108,21 @@ WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
 
 WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclBroadcast", [&]() -> Status {
+  return guardGroupCall("ncclBroadcast", [&]() -> Status {
     return broadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root, comm, stream);
   });
 }
 
 WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
          runtime::Stream stream) {
-  return submit("ncclBcast", [&]() -> Status {
+  return guardGroupCall("ncclBcast", [&]() -> Status {
     return broadcast("ncclBcast", buff, buff, count, datatype, root, comm, stream);
   });
 }
 
 WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclRedOp_t op, int root, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclReduce", [&]() -> Status {
+  return guardGroupCall("ncclReduce", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclReduce", comm, count, datatype, stream, TaskKind::kReduce, &t));
     WEFT_TRY(checkRoot("ncclReduce", comm, root));
@@ -148,7 +140,7 @@ WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
 
 WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclAllGather", [&]() -> Status {
+  return guardGroupCall("ncclAllGather", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclAllGather", comm, sendcount, datatype, stream, TaskKind::kAllGather, &t));
     WEFT_TRY(checkBuffer("ncclAllGather", "sendbuff", sendbuff, sendcount));
@@ -164,7 +156,7 @@ WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
 
 WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclReduceScatter", [&]() -> Status {
+  return guardGroupCall("ncclReduceScatter", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclReduceScatter", comm, recvcount, datatype, stream, TaskKind::kReduceScatter, &t));
     WEFT_TRY(checkBuffer("ncclReduceScatter", "sendbuff", sendbuff, recvcount));
@@ -181,7 +173,7 @@ WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
 
 WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclSend", [&]() -> Status {
+  return guardGroupCall("ncclSend", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclSend", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclSend: peer %d is out of range; the communicator has %d ranks",
@@ -196,7 +188,7 @@ WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
 
 WEFT_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
          runtime::Stream stream) {
-  return submit("ncclRecv", [&]() -> Status {
+  return guardGroupCall("ncclRecv", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclRecv", comm, count, datatype, stream, TaskKind::kRecv, &t));
     WEFT_CHECK_ARG(peer >= 0 && peer < comm->nRanks, "ncclRecv: peer %d is out of range; the communicator has %d ranks",
@@ -242,7 +234,7 @@ Status sendReceiveCollective(ncclComm_t comm, core::CollCall call, const Task& t
 
 WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclAlltoAll", [&]() -> Status {
+  return guardGroupCall("ncclAlltoAll", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclAlltoAll", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_TRY(checkBuffer("ncclAlltoAll", "sendbuff", sendbuff, count));
@@ -250,7 +242,8 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     WEFT_CHECK_ARG(count == 0 || comm->nRanks == 1 || sendbuff != recvbuff,
                    "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported; use separate buffers");
     const size_t ranks = (size_t)comm->nRanks;
-    WEFT_TRY(checkMemory("ncclAlltoAll", comm, t, {sendbuff, ranks}, {recvbuff, ranks}, false, nullptr));
+    const bool oneRankInPlace = comm->nRanks == 1 && sendbuff == recvbuff;  // a copy onto itself: allowed
+    WEFT_TRY(checkMemory("ncclAlltoAll", comm, t, {sendbuff, ranks}, {recvbuff, ranks}, oneRankInPlace, nullptr));
     size_t block = count * (size_t)dev::dataTypeBytes(t.dataType);
     return sendReceiveCollective(comm, core::kCallAlltoAll, t, [&]() -> Status {
       for (int p = 0; p < comm->nRanks; ++p) {
@@ -264,7 +257,7 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
 
 WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclGather", [&]() -> Status {
+  return guardGroupCall("ncclGather", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclGather", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_TRY(checkRoot("ncclGather", comm, root));
@@ -293,7 +286,7 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
 
 WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, runtime::Stream stream) {
-  return submit("ncclScatter", [&]() -> Status {
+  return guardGroupCall("ncclScatter", [&]() -> Status {
     Task t;
     WEFT_TRY(startTask("ncclScatter", comm, count, datatype, stream, TaskKind::kSend, &t));
     WEFT_TRY(checkRoot("ncclScatter", comm, root));

@@ -17,17 +17,25 @@
 namespace weft::api {
 namespace {
 
-using DeferFn = void (*)(std::function<Status()>, bool);
+enum class JobKind { kCreation, kFinalization };
 
 // Runs a communicator job that waits for the peers (creation, finalization): now; at the group's
-// end (through `defer`) when inside a group, beside the other communicators' jobs; and for a
-// non-blocking communicator on its own thread, which reports through ncclCommGetAsyncError.
-Status runCommJob(ncclComm* comm, std::function<Status()> job, DeferFn defer) {
+// end when inside a group, beside the other communicators' jobs; and for a non-blocking
+// communicator on its own thread, which reports through ncclCommGetAsyncError.
+Status runCommJob(ncclComm* comm, std::function<Status()> job, JobKind kind) {
+  auto defer = [comm, kind](std::function<Status()> j, bool blocking) {
+    if (kind == JobKind::kCreation) enqueue::deferInit(std::move(j), blocking, comm);
+    else enqueue::deferFinalize(std::move(j), blocking, comm);
+  };
   if (!comm->config.blocking) {
     comm->asyncError.store(ncclInProgress);
     auto start = [comm, job]() -> Status {
       if (comm->initThread.joinable()) comm->initThread.join();
-      comm->initThread = std::thread([job] { (void)job(); });
+      comm->initThread = std::thread([comm, job] {
+        // No exception may end the process from this thread; one that escapes the job fails it.
+        const Status s = guard("a non-blocking communicator job", job);
+        if (isError(s) && comm->asyncError.load() == ncclInProgress) comm->asyncError.store(s);
+      });
       return ncclInProgress;
     };
     if (enqueue::inGroup()) {
@@ -52,7 +60,7 @@ Status startInit(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   auto job = [comm, ids, nRanks, rank, cudaDev]() -> Status {
     return core::initCommunicator(comm, ids, nRanks, rank, cudaDev);
   };
-  return runCommJob(comm, job, enqueue::deferInit);
+  return runCommJob(comm, job, JobKind::kCreation);
 }
 
 void destroyNow(ncclComm* comm) {
@@ -98,17 +106,18 @@ using namespace weft::api;
 
 WEFT_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
          ncclConfig_t* config) {
-  return guard("ncclCommInitRankConfig",
+  return guardGroupCall("ncclCommInitRankConfig",
                [&] { return initRankConfig(comm, nranks, {commId}, rank, config, "ncclCommInitRankConfig"); });
 }
 
 WEFT_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return guard("ncclCommInitRank", [&] { return initRankConfig(comm, nranks, {commId}, rank, nullptr, "ncclCommInitRank"); });
+  return guardGroupCall("ncclCommInitRank",
+                        [&] { return initRankConfig(comm, nranks, {commId}, rank, nullptr, "ncclCommInitRank"); });
 }
 
 WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
          ncclUniqueId* commIds, ncclConfig_t* config) {
-  return guard("ncclCommInitRankScalable", [&]() -> Status {
+  return guardGroupCall("ncclCommInitRankScalable", [&]() -> Status {
     WEFT_CHECK_ARG(nId >= 1, "ncclCommInitRankScalable: nId is %d; it must be at least 1", nId);
     WEFT_CHECK_ARG(commIds != nullptr, "ncclCommInitRankScalable: argument 'commIds' is NULL");
     WEFT_CHECK_ARG(nId <= nranks, "ncclCommInitRankScalable: nId (%d) is larger than nranks (%d)", nId, nranks);
@@ -137,13 +146,22 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
     WEFT_TRY(runtime::getDevice(&saved));
     WEFT_TRY(enqueue::groupStart());
     Status first = ncclSuccess;
+    int tried = 0;  // comms[0, tried) hold a handle or NULL
     for (int i = 0; i < ndev && !isError(first); ++i) {
+      comms[i] = nullptr;
+      tried = i + 1;
       first = runtime::setDevice(devlist ? devlist[i] : i);
       if (!isError(first)) first = initRankConfig(&comms[i], ndev, {id}, i, nullptr, "ncclCommInitAll");
     }
     if (isError(first)) enqueue::failGroup(first);
     Status end = enqueue::groupEnd();
     (void)runtime::setDevice(saved);
+    if (isError(first) || isError(end)) {  // no handle of a failed call stays behind
+      for (int i = 0; i < tried; ++i) {
+        if (comms[i] != nullptr) destroyNow(comms[i]);
+        comms[i] = nullptr;
+      }
+    }
     return isError(first) ? first : end;
   });
 }
@@ -156,7 +174,7 @@ WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
       comm->asyncError.store(s);
       return s;
     };
-    return runCommJob(comm, job, enqueue::deferFinalize);
+    return runCommJob(comm, job, JobKind::kFinalization);
   });
 }
 
@@ -164,6 +182,10 @@ WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   return guard("ncclCommDestroy", [&]() -> Status {
     if (comm == nullptr) return ncclSuccess;
     WEFT_TRY(core::checkCommHandle(comm, "ncclCommDestroy"));
+    if (enqueue::inGroup()) {  // at the group's end, after its launches and finalizations (as NCCL)
+      enqueue::deferDestroy(comm, [comm] { destroyNow(comm); });
+      return ncclSuccess;
+    }
     destroyNow(comm);
     return ncclSuccess;
   });
@@ -240,15 +262,21 @@ WEFT_API(ncclResult_t, ncclGroupEnd) { return guard("ncclGroupEnd", [] { return 
 
 WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return guard("ncclGroupSimulateEnd", [&]() -> Status {
-    WEFT_CHECK_ARG(simInfo != nullptr, "ncclGroupSimulateEnd: argument 'simInfo' is NULL");
-    WEFT_CHECK_ARG(simInfo->magic == 0x74685283, "ncclGroupSimulateEnd: simInfo was not initialized with "
-                   "NCCL_SIM_INFO_INITIALIZER (magic 0x%x)", simInfo->magic);
-    return enqueue::groupSimulateEnd(simInfo);
+    // A bad simInfo still closes the group level (else every later call would only be queued) and
+    // fails the group: nothing of it is estimated or launched.
+    const char* bad = simInfo == nullptr ? "argument 'simInfo' is NULL"
+                      : simInfo->magic != 0x74685283 ? "simInfo was not initialized with NCCL_SIM_INFO_INITIALIZER"
+                                                       : nullptr;
+    if (bad == nullptr) return enqueue::groupSimulateEnd(simInfo);
+    WEFT_WARN("ncclGroupSimulateEnd: %s", bad);
+    enqueue::failGroup(ncclInvalidArgument);
+    (void)enqueue::groupSimulateEnd(nullptr);
+    return ncclInvalidArgument;
   });
 }
 
 WEFT_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  return guard("ncclCommSplit", [&]() -> Status {
+  return guardGroupCall("ncclCommSplit", [&]() -> Status {
     WEFT_TRY(core::checkCommParent(comm, "ncclCommSplit", /*mayHaveFailed=*/false));
     return core::splitCommunicator(comm, color, key, newcomm, config);
   });
@@ -256,7 +284,7 @@ WEFT_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
 
 WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return guard("ncclCommShrink", [&]() -> Status {
+  return guardGroupCall("ncclCommShrink", [&]() -> Status {
     WEFT_TRY(core::checkCommParent(comm, "ncclCommShrink", /*mayHaveFailed=*/true));
     return core::shrinkCommunicator(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   });

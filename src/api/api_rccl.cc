@@ -86,7 +86,7 @@ WEFT_API(ncclResult_t, ncclAllToAll, const void* sendbuff, void* recvbuff, size_
 WEFT_API(ncclResult_t, ncclAllToAllv, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
          void* recvbuff, const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype,
          ncclComm_t comm, runtime::Stream stream) {
-  return guard("ncclAllToAllv", [&]() -> Status {
+  return guardGroupCall("ncclAllToAllv", [&]() -> Status {
     return allToAllv("ncclAllToAllv", sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
                      enumArg(datatype), comm, stream);
   });
@@ -95,7 +95,7 @@ WEFT_API(ncclResult_t, ncclAllToAllv, const void* sendbuff, const size_t sendcou
 WEFT_API(ncclResult_t, ncclAlltoAllv, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
          void* recvbuff, const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype,
          ncclComm_t comm, runtime::Stream stream) {
-  return guard("ncclAlltoAllv", [&]() -> Status {
+  return guardGroupCall("ncclAlltoAllv", [&]() -> Status {
     return allToAllv("ncclAlltoAllv", sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
                      enumArg(datatype), comm, stream);
   });

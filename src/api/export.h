@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/log.h"
+#include "enqueue/group.h"
 #include "nccl.h"
 
 #define WEFT_EXPORT __attribute__((visibility("default")))
@@ -34,6 +35,15 @@ ncclResult_t guard(const char* function, Body&& body) noexcept {
     WEFT_WARN("%s: internal error (unknown exception)", function);
     return ncclInternalError;
   }
+}
+
+// guard() for a call that may sit inside a group (collectives, communicator creations, splits):
+// inside one, its error also fails the group, as NCCL's group error check does.
+template <typename Body>
+ncclResult_t guardGroupCall(const char* function, Body&& body) noexcept {
+  const ncclResult_t s = guard(function, body);
+  if (isError(s)) enqueue::failGroup(s);
+  return s;
 }
 
 // The integer a caller passed for an enum-typed argument (ncclDataType_t, ncclRedOp_t, ...), read

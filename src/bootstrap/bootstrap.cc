@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <unordered_map>
 
 #include "bootstrap/frame_reader.h"
@@ -47,7 +48,7 @@ Bootstrap::Bootstrap(int rank, int nRanks, uint64_t jobKey, const std::atomic<bo
 
 Bootstrap::~Bootstrap() = default;  // ownRoot_ (if still serving) is stopped and joined by its destructor
 
-util::Deadline Bootstrap::opDeadline() const { return util::Deadline::afterSeconds(kBootstrapTimeout.get()); }
+util::Deadline Bootstrap::operationDeadline() const { return util::Deadline::afterSeconds(kBootstrapTimeout.get()); }
 
 std::string Bootstrap::peerAddress(int rank) const {
   if (rank < 0 || rank >= nRanks_) return "invalid rank " + std::to_string(rank);
@@ -301,6 +302,19 @@ Status Bootstrap::ringAllGather(char* data, size_t bytesPerRank, const util::Dea
   return ncclSuccess;
 }
 
+void Bootstrap::close() {
+  messenger_.close();
+  for (int i = 0; i < 200 && busy_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (busy_.load()) {
+    WEFT_WARN("bootstrap (rank %d of %d): another thread is still inside it as it is freed", rank_, nRanks_);
+  }
+}
+
+void Bootstrap::giveUp(const std::string& why) {
+  constexpr int kMaxNotices = 64;
+  for (int i = 1; i < nRanks_ && i <= kMaxNotices; ++i) messenger_.notifyFailure((rank_ + i) % nRanks_, why);
+}
+
 // The peers told are the ones that wait on this rank in the failed collective plus every peer with
 // a live connection, so that the notice travels along existing links to ranks that are stuck
 // waiting for someone who never connected. Bounded: each notice has a short deadline, and at most
@@ -321,7 +335,7 @@ Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   char op[48];
   snprintf(op, sizeof(op), "allgather #%llu", (unsigned long long)++allGathers_);
   if (data == nullptr && bytesPerRank > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
-  Status s = ringAllGather(static_cast<char*>(data), bytesPerRank, opDeadline(), op);
+  Status s = ringAllGather(static_cast<char*>(data), bytesPerRank, operationDeadline(), op);
   if (isError(s)) spreadFailure({(rank_ + 1) % nRanks_});
   return s;
 }
@@ -340,15 +354,19 @@ Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
   WEFT_BOOTSTRAP_ENTER("send");
   char op[64];
   snprintf(op, sizeof(op), "send to rank %d (tag %d)", peer, tag);
-  return messenger_.send(peer, FrameType::kData, tag, data, bytes, opDeadline(), op);
+  return messenger_.send(peer, FrameType::kData, tag, data, bytes, operationDeadline(), op);
 }
 
 Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+  return recvUntil(peer, tag, data, bytes, operationDeadline());
+}
+
+Status Bootstrap::recvUntil(int peer, int tag, void* data, size_t bytes, const util::Deadline& deadline) {
   WEFT_BOOTSTRAP_ENTER("recv");
   char op[64];
   snprintf(op, sizeof(op), "recv from rank %d (tag %d)", peer, tag);
   if (data == nullptr && bytes > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
-  return messenger_.recv(peer, FrameType::kData, tag, data, bytes, opDeadline(), op);
+  return messenger_.recv(peer, FrameType::kData, tag, data, bytes, deadline, op);
 }
 
 // Dissemination barrier: in round k every rank signals rank + 2^k and waits for rank - 2^k;
@@ -357,7 +375,7 @@ Status Bootstrap::barrier() {
   WEFT_BOOTSTRAP_ENTER("barrier");
   char op[48];
   snprintf(op, sizeof(op), "barrier #%llu", (unsigned long long)++barriers_);
-  util::Deadline deadline = opDeadline();
+  util::Deadline deadline = operationDeadline();
   std::vector<int> targets;
   Status s = ncclSuccess;
   for (int round = 0, dist = 1; dist < nRanks_ && !isError(s); ++round, dist <<= 1) {

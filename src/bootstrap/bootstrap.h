@@ -59,8 +59,22 @@ class Bootstrap {
   // peer == rank() is allowed (send first).
   [[nodiscard]] Status send(int peer, int tag, const void* data, size_t bytes);
   [[nodiscard]] Status recv(int peer, int tag, void* data, size_t bytes);
+  // recv with a deadline of the caller's (one deadline shared by several waits, or a longer one).
+  [[nodiscard]] Status recvUntil(int peer, int tag, void* data, size_t bytes, const util::Deadline& deadline);
+  // The deadline one operation gets: NCCL_BOOTSTRAP_TIMEOUT from now.
+  util::Deadline operationDeadline() const;
   // Returns once every rank has entered the barrier.
   [[nodiscard]] Status barrier();
+
+  // This rank failed on its own (not in the bootstrap: out of memory, a CUDA error) while its peers
+  // may wait for it in a bootstrap operation: tells every peer (up to 64, briefly each), whose
+  // waits then fail at once naming this rank and `why`, rather than at their deadline.
+  void giveUp(const std::string& why);
+
+  // Before the bootstrap is freed: a wait of another thread in it (a split or shrink the caller
+  // aborts from a watchdog thread, say) ends within a poll slice, also where no abort flag is polled
+  // (ncclCommShrink, ncclCommRevoke), and this returns once that thread has left (at most ~1 s).
+  void close();
 
   // ncclCommShrink and ncclCommRevoke talk over the bootstrap of a communicator that may have
   // failed: they swap the abort flag its waits poll (null: none) and drop earlier failure notices.
@@ -81,7 +95,6 @@ class Bootstrap {
   Status ringAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op);
   // After a failed collective: tell the peers that wait on this rank (best effort).
   void spreadFailure(const std::vector<int>& peers);
-  util::Deadline opDeadline() const;
   class Busy;
 
   int rank_;

@@ -311,6 +311,10 @@ Status Messenger::waitChecks(int peer, const util::Deadline& deadline, const cha
                 remoteFailure_.c_str());
   }
   if (aborted(abort_)) return fail(ncclSystemError, "%s aborted while waiting for %s", op, peerText(peer).c_str());
+  if (closing_.load()) {
+    return fail(ncclSystemError, "%s stopped while waiting for %s: the communicator is being destroyed (ncclCommAbort "
+                "or ncclCommDestroy from another thread)", op, peerText(peer).c_str());
+  }
   if (deadline.expired()) {
     return fail(ncclSystemError, "%s timed out after %.1f s %s %s (NCCL_BOOTSTRAP_TIMEOUT=%lld s)", op,
                 deadline.elapsedSeconds(), waitingFor, peerText(peer).c_str(), (long long)kBootstrapTimeout.get());
@@ -406,9 +410,13 @@ Status Messenger::writeFrame(int peer, const wire::FrameHeader& h, const void* p
       markOutBroken(peer, closed ? std::string("closed the connection") : std::string("sending failed: ") + strerror(err));
       return failPeerGone(peer, closed ? ncclRemoteError : ncclSystemError, p.outBrokenWhy, op);
     }
-    WEFT_TRY(waitChecks(peer, deadline, op, "sending to"));
+    Status s = waitChecks(peer, deadline, op, "sending to");
     short rev = 0;
-    WEFT_TRY(progress(deadline.pollMs(kPollSliceMs), p.out.get(), POLLOUT, &rev));
+    if (!isError(s)) s = progress(deadline.pollMs(kPollSliceMs), p.out.get(), POLLOUT, &rev);
+    if (isError(s)) {  // timed out or aborted: a frame cut short leaves the stream unusable
+      if (done > 0) markOutBroken(peer, "a message to it was cut short (timed out or aborted while sending)");
+      return s;
+    }
   }
   return ncclSuccess;
 }
@@ -419,9 +427,13 @@ Status Messenger::ensureConnected(int peer, const util::Deadline& deadline, cons
   if (!p.address.valid()) return fail(ncclInternalError, "%s: no address known for %s", op, peerText(peer).c_str());
   int err = startConnect(p.address, &p.out);
   while (err == EINPROGRESS) {
-    WEFT_TRY(waitChecks(peer, deadline, op, "connecting to"));
+    Status s = waitChecks(peer, deadline, op, "connecting to");
     short rev = 0;
-    WEFT_TRY(progress(deadline.pollMs(kPollSliceMs), p.out.get(), POLLOUT, &rev));
+    if (!isError(s)) s = progress(deadline.pollMs(kPollSliceMs), p.out.get(), POLLOUT, &rev);
+    if (isError(s)) {
+      p.out.reset();  // half open: the next send connects afresh (and says hello) rather than reusing it
+      return s;
+    }
     if (rev != 0) err = connectResult(p.out.get());
   }
   if (err != 0) {
@@ -438,7 +450,9 @@ Status Messenger::ensureConnected(int peer, const util::Deadline& deadline, cons
   hello.nRanks = nRanks_;
   hello.listen = wire::encodeAddress(listenAddress_);
   wire::FrameHeader h = wire::makeHeader(FrameType::kPeerHello, jobKey_, rank_, 0, sizeof(hello), sizeof(hello));
-  return writeFrame(peer, h, &hello, sizeof(hello), deadline, op);
+  Status s = writeFrame(peer, h, &hello, sizeof(hello), deadline, op);
+  if (isError(s) && !p.outBroken) p.out.reset();  // no hello went out: connect afresh next time
+  return s;
 }
 
 Status Messenger::send(int peer, FrameType type, int tag, const void* data, size_t bytes,
@@ -466,7 +480,11 @@ Status Messenger::send(int peer, FrameType type, int tag, const void* data, size
   do {
     uint32_t length = (uint32_t)std::min<size_t>(bytes - offset, wire::kMaxDataFrameBytes);
     wire::FrameHeader h = wire::makeHeader(type, jobKey_, rank_, tag, bytes, length);
-    WEFT_TRY(writeFrame(peer, h, bytesPtr + offset, length, deadline, op));
+    Status s = writeFrame(peer, h, bytesPtr + offset, length, deadline, op);
+    if (isError(s)) {  // after whole frames of this message: the receiver would wait for the rest
+      if (offset > 0 && !p.outBroken) markOutBroken(peer, "a message to it was cut short (timed out or aborted)");
+      return s;
+    }
     offset += length;
   } while (offset < bytes);
   return ncclSuccess;

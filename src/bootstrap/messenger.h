@@ -43,6 +43,8 @@ class Messenger {
   // The flag every wait polls (null: none; waits then end at their deadline or a peer's failure).
   void setAbortFlag(const std::atomic<bool>* abort) { abort_ = abort; }
   const std::atomic<bool>* abortFlag() const { return abort_; }
+  // Ends every wait within a poll slice, whatever the abort flag (the owner is going away); for good.
+  void close() { closing_.store(true); }
   // Reads what has arrived, then forgets the failure notices peers have sent so far, so that an
   // operation among the ranks still alive can start afresh after an earlier one failed.
   void forgetFailureNotices();
@@ -119,6 +121,7 @@ class Messenger {
   int nRanks_;
   uint64_t jobKey_;
   const std::atomic<bool>* abort_;
+  std::atomic<bool> closing_{false};
   Fd listener_;
   SocketAddress listenAddress_;
   std::vector<Peer> peers_;

@@ -83,8 +83,22 @@ void channelBounds(const ncclComm* comm, int* lo, int* hi, int* userLo = nullptr
 
 uint32_t roundDownPow2(uint32_t v) {
   uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
+  while (p <= v / 2) p *= 2;  // (p * 2 <= v would wrap to 0 past 2^31 and never end)
   return p;
+}
+
+// Work FIFO slots: NCCL_WORK_FIFO_DEPTH, at least what one launch on every channel may need, at
+// most kMaxFifoSlots (a bigger value is clamped, with a warning, rather than pinning gigabytes).
+constexpr int64_t kMaxFifoSlots = int64_t(1) << 20;
+uint32_t fifoSlots() {
+  const int64_t least = 2 * dev::kMaxWorksPerChannel * dev::kMaxChannels;
+  int64_t want = kFifoSlots.get();
+  if (want > kMaxFifoSlots) {
+    WEFT_WARN("NCCL_WORK_FIFO_DEPTH=%lld is more than the %lld work slots weft allows; using %lld", (long long)want,
+              (long long)kMaxFifoSlots, (long long)kMaxFifoSlots);
+    want = kMaxFifoSlots;
+  }
+  return roundDownPow2((uint32_t)std::max<int64_t>(want, least));
 }
 
 // Tree connections cost staging buffers on every tree edge, both ways: set them up only when the
@@ -208,7 +222,7 @@ Status setupDeviceState(ncclComm* comm) {
   comm->abortFlagDev = (volatile uint32_t*)devView;
   comm->fifoConsumedDev = (volatile uint32_t*)((char*)devView + 32);
 
-  uint32_t slots = roundDownPow2((uint32_t)std::max<int64_t>(kFifoSlots.get(), 2 * dev::kMaxWorksPerChannel * dev::kMaxChannels));
+  const uint32_t slots = fifoSlots();
   WEFT_TRY(runtime::pinnedBlockAcquire(sizeof(dev::DevWork) * slots, &host));
   comm->fifoHost = (dev::DevWork*)host;
   WEFT_TRY(runtime::hostDevicePointer(host, &devView));
@@ -334,6 +348,9 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
 Status initCommunicator(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank, int cudaDev) {
   Status s = initSteps(comm, ids, nRanks, rank, cudaDev);
   if (isError(s)) {
+    // A failure of this rank's own (the bootstrap has none to report, so it did not tell the peers):
+    // the peers waiting for this rank learn why now, not at their deadline or as "it exited".
+    if (comm->bootstrap && comm->bootstrap->failureText().empty()) comm->bootstrap->giveUp(log::lastErrorOfThread());
     comm->setLastError(log::lastErrorOfThread());
     comm->asyncError.store(s);
     return s;
@@ -390,6 +407,7 @@ Status revokeCommunicator(ncclComm* comm) {
 void freeCommunicator(ncclComm* comm) {
   enqueue::reportHostProfile(comm);
   unwatchCommunicator(comm);
+  if (comm->bootstrap) comm->bootstrap->close();  // another thread's split or shrink of it leaves first
   runtime::ScopedDevice device;
   if (comm->cudaDev >= 0 && isError(device.set(comm->cudaDev))) {
     WEFT_WARN("rank %d: could not select device %d to free the communicator", comm->rank, comm->cudaDev);

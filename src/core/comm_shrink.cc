@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
@@ -49,12 +50,13 @@ namespace {
 constexpr uint32_t kHelloMagic = 0x53484b48;    // "SHKH"
 constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
 constexpr int kShrinkTag = 0x53480000;         // apart from ncclCommSplit's 0x53000000 + n
+constexpr int64_t kVerdictGraceMs = 5000;      // a survivor's wait for the verdict, past its own timeout
 
 struct ShrinkHello {
   uint32_t magic;
   int32_t parentRanks;
   int32_t survivors;
-  int32_t reserved;
+  uint32_t nonce;  // this call's, random and nonzero: the verdict answering this hello repeats it
   uint64_t fingerprint;
 };
 
@@ -62,7 +64,7 @@ struct ShrinkVerdict {
   uint32_t magic;
   int32_t status;  // ncclSuccess, or what every survivor returns
   int32_t rank;    // the parent rank at fault; -1 for the first survivor itself
-  int32_t reserved;
+  uint32_t nonce;  // of the hello it answers (0: none came): one left from another call differs
   ncclUniqueId id;  // the child's, when status is ncclSuccess
 };
 
@@ -83,8 +85,8 @@ std::string faultText(Status status, int rank) {
     return "parent rank " + std::to_string(rank) + " passed a different excludeRanksList (every survivor must "
            "pass the same ranks)";
   }
-  return "parent rank " + std::to_string(rank) + " could not be reached; it is not excluded - has it exited? "
-         "Add it to excludeRanksList";
+  return "parent rank " + std::to_string(rank) + " could not be reached (it exited, hangs, or never called "
+         "ncclCommShrink); it is not excluded - add it to excludeRanksList if it is gone";
 }
 
 Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkHello& mine,
@@ -94,13 +96,19 @@ Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
   v.magic = kVerdictMagic;
   v.status = ncclSuccess;
   v.rank = -1;
-  std::vector<bool> unreachable(members.size(), false);
+  std::vector<bool> unreachable(members.size(), false), gone(members.size(), false);
+  std::vector<uint32_t> nonces(members.size(), 0);
+  // One deadline for all the hellos: a survivor that never calls costs one timeout, not one per
+  // survivor, and the verdict (naming it) reaches the others before their longer wait ends.
+  const util::Deadline hellos = b.operationDeadline();
   for (size_t i = 1; i < members.size(); ++i) {
     // A dead survivor is noticed quickly, and one that never calls stalls the others anyway: so
     // reading on past a failure costs little, and leaves no hello behind for a later shrink.
     ShrinkHello h;
-    const Status s = b.recv(members[i], kShrinkTag, &h, sizeof(h));
+    const Status s = b.recvUntil(members[i], kShrinkTag, &h, sizeof(h), hellos);
     unreachable[i] = s == ncclRemoteError || s == ncclSystemError;
+    gone[i] = s == ncclRemoteError;  // its connection closed: no verdict can reach it
+    if (!isError(s)) nonces[i] = h.nonce;
     const bool same = !isError(s) && h.magic == kHelloMagic && h.fingerprint == mine.fingerprint &&
                       h.survivors == mine.survivors && h.parentRanks == mine.parentRanks;
     if (!same && v.status == ncclSuccess) {
@@ -113,7 +121,9 @@ Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
     if (isError(s)) v.status = s;
   }
   for (size_t i = 1; i < members.size(); ++i) {
-    if (!unreachable[i]) (void)b.send(members[i], kShrinkTag, &v, sizeof(v));  // a failure here is theirs to report
+    if (gone[i]) continue;
+    v.nonce = nonces[i];
+    (void)b.send(members[i], kShrinkTag, &v, sizeof(v));  // a failure here is theirs to report
   }
   if (v.status != ncclSuccess) {
     WEFT_WARN("ncclCommShrink (parent rank %d, first survivor): %s", b.rank(), faultText((Status)v.status, v.rank).c_str());
@@ -128,7 +138,13 @@ Status otherSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
   const int first = members[0];
   WEFT_TRY(b.send(first, kShrinkTag, &mine, sizeof(mine)));
   ShrinkVerdict v;
-  WEFT_TRY(b.recv(first, kShrinkTag, &v, sizeof(v)));
+  // Longer than the first survivor's wait for the hellos: if another survivor stalls, its verdict
+  // names that one, rather than this rank timing out on the first survivor. A verdict answering
+  // the hello of an earlier call (this rank gave up on it before the verdict came) is passed over.
+  const util::Deadline verdict = b.operationDeadline().extendedByMs(kVerdictGraceMs);
+  do {
+    WEFT_TRY(b.recvUntil(first, kShrinkTag, &v, sizeof(v), verdict));
+  } while (v.magic == kVerdictMagic && v.nonce != 0 && v.nonce != mine.nonce);
   const bool known = v.status == ncclSuccess || v.status == ncclInvalidUsage || v.status == ncclRemoteError ||
                      v.status == ncclSystemError || v.status == ncclInternalError || v.status == ncclInvalidArgument;
   if (v.magic != kVerdictMagic || !known || v.rank < -1 || v.rank >= b.nRanks()) {
@@ -162,6 +178,7 @@ Status agreeOnShrink(bootstrap::Bootstrap& parent, const std::vector<int>& membe
   mine.parentRanks = parent.nRanks();
   mine.survivors = (int32_t)members.size();
   mine.fingerprint = membersFingerprint(parent.nRanks(), members);
+  while (mine.nonce == 0) mine.nonce = (uint32_t)std::random_device{}();
   if (members[0] == parent.rank()) return firstSurvivor(parent, members, mine, makeId, childId);
   return otherSurvivor(parent, members, mine, childId);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/root.h"
 #include "bootstrap/unique_id.h"
 #include "core/comm_init.h"
 #include "core/communicator.h"
@@ -25,24 +26,52 @@ std::vector<int> splitMembers(const std::vector<SplitEntry>& all, int color) {
   return ranks;
 }
 
+Status agreeOnSplit(bootstrap::Bootstrap& parent, int color, int key, int tag,
+                    const std::function<Status(ncclUniqueId*)>& makeId, int* childRank, int* childRanks,
+                    ncclUniqueId* childId) {
+  *childRank = *childRanks = 0;
+  std::vector<SplitEntry> all(parent.nRanks());
+  all[parent.rank()] = {color, key, parent.rank()};
+  WEFT_TRY(parent.allGather(all.data(), sizeof(SplitEntry)));
+  for (int r = 0; r < parent.nRanks(); ++r) {
+    if (all[r].parentRank != r) {
+      WEFT_WARN("ncclCommSplit (parent rank %d): the entry received for parent rank %d is corrupt (it names rank %d); "
+                "are all ranks running the same weft build?", parent.rank(), r, all[r].parentRank);
+      return ncclInternalError;
+    }
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  const std::vector<int> members = splitMembers(all, color);
+  *childRanks = (int)members.size();
+  *childRank = (int)(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
+  if (*childRank != 0) return parent.recv(members[0], tag, childId, sizeof(*childId));
+  WEFT_TRY(makeId(childId));
+  for (size_t i = 1; i < members.size(); ++i) {
+    const Status s = parent.send(members[i], tag, childId, sizeof(*childId));
+    if (isError(s)) {  // the new root ends now, telling the members that got the id, rather than never
+      bootstrap::UniqueIdInfo info;
+      std::string why;
+      if (bootstrap::decodeUniqueId(*childId, &info, &why)) {
+        bootstrap::Root::abandonDetached(info.jobKey, 0, "ncclCommSplit could not pass the new communicator's id "
+                                         "to parent rank " + std::to_string(members[i]));
+      }
+      return s;
+    }
+  }
+  return ncclSuccess;
+}
+
 namespace {
 
-// The part that talks to the parent's other ranks; runs at once or at the group's end.
+// The whole split on one rank; runs at once or at the group's end.
 Status splitSteps(ncclComm* parent, int color, int key, ncclComm* child, int tag) {
-  std::vector<SplitEntry> all(parent->nRanks);
-  all[parent->rank] = {color, key, parent->rank};
-  WEFT_TRY(parent->bootstrap->allGather(all.data(), sizeof(SplitEntry)));
-  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-  std::vector<int> members = splitMembers(all, color);
-  int newRank = (int)(std::find(members.begin(), members.end(), parent->rank) - members.begin());
+  int childRank = 0, childRanks = 0;
   ncclUniqueId id;
-  if (newRank == 0) {
-    WEFT_TRY(bootstrap::createRootId(&id, &parent->bootstrap->listenAddress()));
-    for (size_t i = 1; i < members.size(); ++i) WEFT_TRY(parent->bootstrap->send(members[i], tag, &id, sizeof(id)));
-  } else {
-    WEFT_TRY(parent->bootstrap->recv(members[0], tag, &id, sizeof(id)));
-  }
-  return initCommunicator(child, {id}, (int)members.size(), newRank, parent->cudaDev);
+  const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
+  auto makeId = [&near](ncclUniqueId* out) { return bootstrap::createRootId(out, &near); };
+  WEFT_TRY(agreeOnSplit(*parent->bootstrap, color, key, tag, makeId, &childRank, &childRanks, &id));
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  return initCommunicator(child, {id}, childRanks, childRank, parent->cudaDev);
 }
 
 }  // namespace
@@ -67,7 +96,7 @@ Status createChild(ncclComm* parent, ncclComm* child, std::function<Status()> st
     return s;
   };
   if (enqueue::inGroup()) {
-    enqueue::deferInit(job, true);
+    enqueue::deferInit(job, true, child, parent);  // over the parent's bootstrap: in call order
     *newcomm = child;
     return ncclSuccess;
   }

@@ -172,10 +172,15 @@ uint64_t OpLedger::p2pOps(int hostPeer, P2pDirection dir) const {
 
 OpLedger::Mark OpLedger::mark() const {
   Mark m;
-  m.collectives = collectives();
-  m.p2pOps.resize(page_->hostRanks * 2);
-  for (size_t i = 0; i < m.p2pOps.size(); ++i) m.p2pOps[i] = lanes(page_)[i].ops.load(std::memory_order_relaxed);
+  mark(&m);
   return m;
+}
+
+void OpLedger::mark(Mark* out) const {
+  out->collectives = collectives();
+  out->p2pOps.resize(page_->hostRanks * 2);
+  for (size_t i = 0; i < out->p2pOps.size(); ++i)
+    out->p2pOps[i] = lanes(page_)[i].ops.load(std::memory_order_relaxed);
 }
 
 void OpLedger::retract(const Mark& mark) {

@@ -74,6 +74,7 @@ class OpLedger {
     std::vector<uint64_t> p2pOps;  // [hostPeer * 2 + direction]
   };
   Mark mark() const;
+  void mark(Mark* out) const;  // the same into *out, reusing its storage (hot paths)
   void retract(const Mark& mark);
   // Records the first difference this rank found (later ones are dropped); peers read it.
   void postFinding(uint64_t seq, const std::string& text);

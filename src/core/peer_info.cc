@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "core/param.h"
@@ -53,9 +54,13 @@ uint64_t localProcessHash() {
 Status checkPeerTable(const std::vector<PeerInfo>& peers, bool allowSharedGpu) {
   for (size_t r = 0; r < peers.size(); ++r) {
     const PeerInfo& p = peers[r];
-    if (p.magic != PeerInfo::kMagic || p.rank != (int)r) {
-      WEFT_WARN("communicator creation: the identity received for rank %zu is corrupt (magic 0x%x, rank %d); "
-                "are all ranks running the same weft build?", r, p.magic, p.rank);
+    // The strings came over the network: each must end inside its field before anything prints it.
+    const bool stringsEnd = std::memchr(p.busId, '\0', sizeof(p.busId)) != nullptr &&
+                            std::memchr(p.hostName, '\0', sizeof(p.hostName)) != nullptr;
+    if (p.magic != PeerInfo::kMagic || p.rank != (int)r || !stringsEnd) {
+      WEFT_WARN("communicator creation: the identity received for rank %zu is corrupt (magic 0x%x, rank %d%s); "
+                "are all ranks running the same weft build?", r, p.magic, p.rank,
+                stringsEnd ? "" : ", a name without its end");
       return ncclInternalError;
     }
   }

@@ -1,7 +1,10 @@
 #include "enqueue/group.h"
 
 #include <algorithm>
+#include <exception>
 #include <functional>
+#include <iterator>
+#include <new>
 #include <string>
 #include <utility>
 #include <thread>
@@ -15,11 +18,15 @@
 namespace weft::enqueue {
 namespace {
 
-struct InitJob {
+struct DeferredJob {
   std::function<Status()> run;
   bool blocking;
-  const void* serialKey = nullptr;  // jobs with one key run one after the other, in order
+  ncclComm* subject = nullptr;        // what it creates, finalizes or works on (group.h)
+  const ncclComm* channel = nullptr;  // whose bootstrap it talks over: one at a time, in call order
 };
+
+// A deferred ncclCommAbort or ncclCommDestroy: the communicator and what frees it.
+using DeferredEnd = std::pair<ncclComm*, std::function<void()>>;
 
 // Where a communicator's published calls stood when it joined the group (core::OpLedger::Mark).
 using LedgerMark = std::pair<ncclComm*, core::OpLedger::Mark>;
@@ -30,30 +37,41 @@ struct GroupState {
   std::string cause;             // the failed call's warning, repeated by ncclGroupEnd
   std::vector<ncclComm*> comms;  // communicators with queued tasks, in first-use order
   std::vector<LedgerMark> marks;  // of those with a ledger
-  std::vector<InitJob> inits;
-  std::vector<InitJob> finalizes;
-  std::vector<std::pair<ncclComm*, std::function<void()>>> aborts;
+  std::vector<DeferredJob> inits;
+  std::vector<DeferredJob> finalizes;
+  std::vector<DeferredEnd> aborts;
+  std::vector<DeferredEnd> destroys;
 };
 
 thread_local GroupState tGroup;
 
 // Runs deferred communicator jobs (creations, finalizations) concurrently, since each waits for
 // its peers, and joins them. A non-blocking job only starts its own thread and answers ncclInProgress.
-Status runJobs(std::vector<InitJob> jobs) {
+Status runJobs(const std::vector<DeferredJob>& jobs) {
   if (jobs.empty()) return ncclSuccess;
   std::vector<Status> results(jobs.size(), ncclSuccess);
-  // One lane per key (a communicator's window registrations share its bootstrap: one at a time,
-  // in call order); a job without a key gets a lane of its own.
+  // One lane per channel (jobs sharing a bootstrap run one at a time, in call order); a job
+  // without one gets a lane of its own.
   std::vector<std::vector<size_t>> lanes;
   for (size_t i = 0; i < jobs.size(); ++i) {
     size_t lane = lanes.size();
-    for (size_t l = 0; l < lanes.size() && jobs[i].serialKey != nullptr; ++l)
-      if (jobs[lanes[l][0]].serialKey == jobs[i].serialKey) lane = l;
+    for (size_t l = 0; l < lanes.size() && jobs[i].channel != nullptr; ++l)
+      if (jobs[lanes[l][0]].channel == jobs[i].channel) lane = l;
     if (lane == lanes.size()) lanes.emplace_back();
     lanes[lane].push_back(i);
   }
   auto runLane = [&results, &jobs](const std::vector<size_t>& lane) {
-    for (size_t i : lane) results[i] = jobs[i].run();
+    for (size_t i : lane) {
+      try {  // a lane's thread must not end the process (std::terminate) on an exception
+        results[i] = jobs[i].run();
+      } catch (const std::bad_alloc&) {
+        WEFT_WARN("a communicator job of ncclGroupEnd ran out of host memory");
+        results[i] = ncclSystemError;
+      } catch (const std::exception& e) {
+        WEFT_WARN("a communicator job of ncclGroupEnd failed: internal error: %s", e.what());
+        results[i] = ncclInternalError;
+      }
+    }
   };
   if (lanes.size() == 1) {
     runLane(lanes[0]);
@@ -68,6 +86,18 @@ Status runJobs(std::vector<InitJob> jobs) {
     pending = pending || s == ncclInProgress;
   }
   return pending ? ncclInProgress : ncclSuccess;
+}
+
+// Jobs that will never run: a subject still waiting for one (ncclInProgress) takes the error
+// instead, with `why` as its last error.
+void reportNeverRan(const std::vector<DeferredJob>& jobs, Status error, const std::string& why) {
+  for (const DeferredJob& job : jobs) {
+    ncclComm* comm = job.subject;
+    if (comm == nullptr || comm->asyncError.load() != ncclInProgress) continue;
+    WEFT_WARN("rank %d: %s", comm->rank, why.c_str());
+    comm->setLastError(why.c_str());
+    comm->asyncError.store(error);
+  }
 }
 
 // Drops the queued tasks, and takes their calls back out of the ledgers: the other ranks must
@@ -103,86 +133,138 @@ Status groupStart() {
   return ncclSuccess;
 }
 
+// Moves the jobs that touch `comm` (as subject or channel) from *jobs to *dropped.
+static void takeJobsOf(const ncclComm* comm, std::vector<DeferredJob>* jobs, std::vector<DeferredJob>* dropped) {
+  auto keeps = [comm](const DeferredJob& j) { return j.subject != comm && j.channel != comm; };
+  auto split = std::stable_partition(jobs->begin(), jobs->end(), keeps);
+  std::move(split, jobs->end(), std::back_inserter(*dropped));
+  jobs->erase(split, jobs->end());
+}
+
 // The group's aborts (every flag is raised by now): their communicators leave the group, with their
-// queued work and ledger marks, then go.
+// queued work, ledger marks, deferred jobs (and the jobs over their bootstraps) and a destroy of the
+// same group, then go.
 static void runAborts(GroupState* group) {
   if (group->aborts.empty()) return;
+  std::vector<DeferredJob> dropped;
   for (auto& [comm, destroy] : group->aborts) {
     comm->tasks.clear();
     group->comms.erase(std::remove(group->comms.begin(), group->comms.end(), comm), group->comms.end());
     group->marks.erase(std::remove_if(group->marks.begin(), group->marks.end(),
                                       [c = comm](const LedgerMark& m) { return m.first == c; }),
                        group->marks.end());
+    group->destroys.erase(std::remove_if(group->destroys.begin(), group->destroys.end(),
+                                         [c = comm](const DeferredEnd& d) { return d.first == c; }),
+                          group->destroys.end());
+    takeJobsOf(comm, &group->inits, &dropped);
+    takeJobsOf(comm, &group->finalizes, &dropped);
   }
+  for (auto& abort : group->aborts) {
+    // A job's subject that is itself being aborted goes now; the others (children of an aborted
+    // parent) are told why they never came to be.
+    dropped.erase(std::remove_if(dropped.begin(), dropped.end(), [c = abort.first](const DeferredJob& j) {
+                    return j.subject == c;
+                  }),
+                  dropped.end());
+  }
+  reportNeverRan(dropped, ncclInvalidUsage,
+                 "this communicator's creation never ran: a communicator it needed (its parent) was aborted with "
+                 "ncclCommAbort in the same group");
   for (auto& abort : group->aborts) abort.second();
   group->aborts.clear();
 }
 
-// Closes one group level for `fn`. At the outermost level: takes the group's state, reports an
-// earlier failure, runs the deferred communicator creations (real even when the collectives are
-// only simulated) and returns true in *outermost with the communicators that have tasks and the
-// deferred finalizations.
-static Status closeGroup(const char* fn, const char* dropped, bool* outermost, std::vector<ncclComm*>* comms,
-                         std::vector<InitJob>* finalizes = nullptr, std::vector<LedgerMark>* marks = nullptr) {
+// Closes one group level for `fn`. At the outermost level returns true in *outermost and moves
+// the group's state to *group.
+static Status closeLevel(const char* fn, bool* outermost, GroupState* group) {
   *outermost = false;
   if (tGroup.depth == 0) {
     WEFT_WARN("%s: not inside a group (ncclGroupStart was not called, or %s was called once too often)", fn, fn);
     return ncclInvalidUsage;
   }
   if (--tGroup.depth > 0) return ncclSuccess;
-  GroupState group = std::move(tGroup);
+  *group = std::move(tGroup);
   tGroup = GroupState();
-  runAborts(&group);
-  if (isError(group.error)) {
-    dropQueued(group.comms, group.marks);
-    WEFT_WARN("%s: an earlier call in this group failed (%s: %s); %s", fn, ncclGetErrorString(group.error),
-              group.cause.empty() ? "see the warning before" : group.cause.c_str(), dropped);
-    return group.error;
-  }
-  Status initStatus = runJobs(std::move(group.inits));
-  if (isError(initStatus)) {
-    dropQueued(group.comms, group.marks);
-    return initStatus;
-  }
   *outermost = true;
-  *comms = std::move(group.comms);
-  if (finalizes) *finalizes = std::move(group.finalizes);
-  if (marks) *marks = std::move(group.marks);
-  return initStatus;
+  return ncclSuccess;
+}
+
+// The outermost level's end: aborts first, then (unless a call of the group failed) the deferred
+// creations, `launch` (the real launch, or the estimate of ncclGroupSimulateEnd) and the
+// finalizations; the destroys last, whatever happened before. Jobs that never ran report it to
+// their subjects.
+static Status finishGroup(const char* fn, const char* dropped, GroupState& group,
+                          const std::function<Status(GroupState&)>& launch) {
+  runAborts(&group);
+  Status status = group.error;
+  bool pending = false, launched = false;
+  std::string reason;
+  if (isError(status)) {
+    WEFT_WARN("%s: an earlier call in this group failed (%s: %s); %s", fn, ncclGetErrorString(status),
+              group.cause.empty() ? "see the warning before" : group.cause.c_str(), dropped);
+    reason = std::string("another call of its group failed (") + ncclGetErrorString(status) +
+             (group.cause.empty() ? ")" : ": " + group.cause + ")");
+  } else {
+    status = runJobs(group.inits);
+    group.inits.clear();
+    pending = status == ncclInProgress;
+    if (isError(status)) {
+      reason = std::string("a communicator creation of its group failed (") + ncclGetErrorString(status) + ")";
+    } else {
+      launched = true;
+      status = launch(group);
+      if (isError(status)) reason = std::string("the group's launch failed (") + ncclGetErrorString(status) + ")";
+    }
+  }
+  if (isError(status)) {
+    if (!launched) dropQueued(group.comms, group.marks);
+    reportNeverRan(group.inits, status, "its creation never ran at " + std::string(fn) + ": " + reason);
+    reportNeverRan(group.finalizes, status, "ncclCommFinalize never ran at " + std::string(fn) + ": " + reason);
+  } else {
+    status = runJobs(group.finalizes);
+    pending = pending || status == ncclInProgress;
+  }
+  for (auto& destroy : group.destroys) destroy.second();
+  if (isError(status)) return status;
+  return pending ? ncclInProgress : ncclSuccess;
 }
 
 Status groupEnd() {
   bool outermost = false;
-  std::vector<ncclComm*> comms;
-  std::vector<InitJob> finalizes;
-  Status status = closeGroup("ncclGroupEnd", "nothing in the group was launched", &outermost, &comms, &finalizes);
+  GroupState group;
+  Status status = closeLevel("ncclGroupEnd", &outermost, &group);
   if (!outermost) return status;
-  WEFT_TRY(launchQueued(comms.data(), comms.size()));
-  Status finalizeStatus = runJobs(std::move(finalizes));
-  if (isError(finalizeStatus)) return finalizeStatus;
-  return status == ncclInProgress ? status : finalizeStatus;
+  return finishGroup("ncclGroupEnd", "nothing in the group was launched", group, [](GroupState& g) -> Status {
+    std::vector<ncclComm*> untouched;
+    Status s = launchQueued(g.comms.data(), g.comms.size(), &untouched);
+    // Communicators that put nothing on a stream take their calls back (as a failed group's).
+    for (const LedgerMark& m : g.marks)
+      if (std::find(untouched.begin(), untouched.end(), m.first) != untouched.end()) m.first->ledger->retract(m.second);
+    return s;
+  });
 }
 
 Status groupSimulateEnd(ncclSimInfo_t* simInfo) {
   bool outermost = false;
-  std::vector<ncclComm*> comms;
-  std::vector<LedgerMark> marks;
-  Status status = closeGroup("ncclGroupSimulateEnd", "nothing was estimated", &outermost, &comms, nullptr, &marks);
+  GroupState group;
+  Status status = closeLevel("ncclGroupSimulateEnd", &outermost, &group);
   if (!outermost) return status;
-  // Each communicator runs its tasks one after the other; different communicators (GPUs) run
-  // side by side, so the group takes as long as its slowest communicator.
-  double slowest = 0;
-  Status estimated = ncclSuccess;
-  for (ncclComm* comm : comms) {
-    double us = 0;
-    Status s = estimateQueuedMicroseconds(comm, &us);
-    if (isError(s) && !isError(estimated)) estimated = s;
-    slowest = std::max(slowest, us);
-  }
-  dropQueued(comms, marks);  // estimated, never run
-  if (isError(estimated)) return estimated;
-  simInfo->estimatedTime = (float)slowest;
-  return status;
+  return finishGroup("ncclGroupSimulateEnd", "nothing was estimated", group, [simInfo](GroupState& g) -> Status {
+    // Each communicator runs its tasks one after the other; different communicators (GPUs) run
+    // side by side, so the group takes as long as its slowest communicator.
+    double slowest = 0;
+    Status estimated = ncclSuccess;
+    for (ncclComm* comm : g.comms) {
+      double us = 0;
+      Status s = estimateQueuedMicroseconds(comm, &us);
+      if (isError(s) && !isError(estimated)) estimated = s;
+      slowest = std::max(slowest, us);
+    }
+    dropQueued(g.comms, g.marks);  // estimated, never run
+    if (isError(estimated)) return estimated;
+    if (simInfo != nullptr) simInfo->estimatedTime = (float)slowest;
+    return ncclSuccess;
+  });
 }
 
 void joinGroup(ncclComm* comm) {
@@ -192,7 +274,11 @@ void joinGroup(ncclComm* comm) {
 }
 
 Status enqueueTask(ncclComm* comm, const Task& task) {
+  const bool implicitGroup = tGroup.depth == 0;
   joinGroup(comm);  // before the call is published
+  // Outside a group the call is a group of its own: its mark, reused from call to call.
+  static thread_local core::OpLedger::Mark implicitMark;
+  if (implicitGroup && comm->ledger) comm->ledger->mark(&implicitMark);
   if (!task.isP2p()) {
     WEFT_TRY(core::noteCollectiveCall(comm, callOf(task)));
   } else {
@@ -202,32 +288,41 @@ Status enqueueTask(ncclComm* comm, const Task& task) {
     WEFT_TRY(core::noteP2pCall(
         comm, task.peer, task.kind == TaskKind::kSend ? core::P2pDirection::kSend : core::P2pDirection::kRecv, op));
   }
-  if (tGroup.depth == 0) {
-    comm->tasks.push_back(task);
-    Status s = launchQueued(&comm, 1);
-    if (isError(s)) comm->tasks.clear();
-    return s;
-  }
   comm->tasks.push_back(task);
-  return ncclSuccess;
+  if (!implicitGroup) return ncclSuccess;
+  std::vector<ncclComm*> untouched;
+  Status s = launchQueued(&comm, 1, &untouched);
+  if (isError(s)) {
+    comm->tasks.clear();
+    if (!untouched.empty() && comm->ledger) comm->ledger->retract(implicitMark);  // the call never ran
+  }
+  return s;
 }
 
-void deferInit(std::function<Status()> job, bool blocking) {
-  tGroup.inits.push_back({std::move(job), blocking, nullptr});
+void deferInit(std::function<Status()> job, bool blocking, ncclComm* subject, const ncclComm* channel) {
+  tGroup.inits.push_back({std::move(job), blocking, subject, channel});
 }
 
-void deferInOrder(std::function<Status()> job, const void* serialKey) {
-  tGroup.inits.push_back({std::move(job), true, serialKey});
+void deferInOrder(std::function<Status()> job, ncclComm* comm) {
+  tGroup.inits.push_back({std::move(job), true, comm, comm});
 }
 
-void deferFinalize(std::function<Status()> job, bool blocking) {
-  tGroup.finalizes.push_back({std::move(job), blocking});
+void deferFinalize(std::function<Status()> job, bool blocking, ncclComm* subject) {
+  tGroup.finalizes.push_back({std::move(job), blocking, subject, nullptr});
 }
 
 void deferAbort(ncclComm* comm, std::function<void()> destroy) {
   for (const auto& a : tGroup.aborts)
     if (a.first == comm) return;  // aborted twice in one group: once is enough
   tGroup.aborts.emplace_back(comm, std::move(destroy));
+}
+
+void deferDestroy(ncclComm* comm, std::function<void()> destroy) {
+  for (const auto& d : tGroup.destroys)
+    if (d.first == comm) return;  // destroyed twice in one group: once is enough
+  for (const auto& a : tGroup.aborts)
+    if (a.first == comm) return;  // the group's abort destroys it
+  tGroup.destroys.emplace_back(comm, std::move(destroy));
 }
 
 void failGroup(Status error) {

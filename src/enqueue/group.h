@@ -26,24 +26,35 @@ bool inGroup();
 // published before their tasks are queued (ncclAlltoAll, ncclGather, ncclScatter).
 void joinGroup(ncclComm* comm);
 
-// A communicator creation to run at the outermost groupEnd. `blocking` false: groupEnd returns
-// ncclInProgress at once and the job reports through the communicator's async error.
-void deferInit(std::function<Status()> job, bool blocking);
-// A blocking job that waits for the peers (a window registration), run with the creations at the
-// outermost groupEnd: beside the other jobs, but after the earlier ones of the same `serialKey`
-// (its communicator), one at a time in the order they came.
-void deferInOrder(std::function<Status()> job, const void* serialKey);
+// Jobs deferred to the outermost groupEnd name the communicators they touch. `subject` is the one
+// the job creates, finalizes or works on: when the job never runs (its group failed, or a
+// communicator it needs was aborted in the group) a subject still waiting (ncclInProgress) gets
+// the error instead, so nobody polls ncclCommGetAsyncError forever. `channel` is the communicator
+// whose bootstrap the job talks over: jobs of one channel run one after the other, in call order
+// (they would otherwise read each other's messages), beside the other jobs.
+
+// A communicator creation (or split, over the parent's bootstrap). `blocking` false: groupEnd
+// returns ncclInProgress at once and the job reports through the communicator's async error.
+void deferInit(std::function<Status()> job, bool blocking, ncclComm* subject, const ncclComm* channel = nullptr);
+// A blocking job that waits for the peers (a window registration) over `comm`'s bootstrap.
+void deferInOrder(std::function<Status()> job, ncclComm* comm);
 
 // A ncclCommFinalize to run at the outermost groupEnd, after the group's launches; the group's
 // finalizations run concurrently, so one thread can finalize all its communicators in one group.
-void deferFinalize(std::function<Status()> job, bool blocking);
+void deferFinalize(std::function<Status()> job, bool blocking, ncclComm* subject);
 
 // An ncclCommAbort inside a group: the caller has raised the communicator's abort flag; `destroy`
 // runs at the outermost groupEnd, once every abort of the group has raised its flag. Destroying
 // one communicator frees memory, which waits for every kernel of the device, also those of the
 // other communicators being aborted (one process's communicators waiting for each other's peers
-// would wait forever). The communicator's queued work of the group is dropped.
+// would wait forever). The communicator's queued work and deferred jobs of the group are dropped,
+// and so are the jobs that talk over its bootstrap (splits of it).
 void deferAbort(ncclComm* comm, std::function<void()> destroy);
+
+// An ncclCommDestroy inside a group (as NCCL, which reclaims at the group's end): `destroy` runs
+// last at the outermost groupEnd, after the group's launches and finalizations, also when the
+// group fails. Until then the handle stays valid for the group's other calls.
+void deferDestroy(ncclComm* comm, std::function<void()> destroy);
 
 // Records an error raised inside a group: the group's End reports it and launches nothing.
 void failGroup(Status error);

@@ -456,7 +456,7 @@ Status refillGraphPool(ncclComm* comm, uint32_t atLeast) {
   return ncclSuccess;
 }
 
-Status launchQueued(ncclComm* const* comms, size_t count) {
+Status launchQueued(ncclComm* const* comms, size_t count, std::vector<ncclComm*>* untouched) {
   const Clock::time_point start = profiling() ? Clock::now() : Clock::time_point{};
   std::vector<CommLaunches>& all = launchRecords(count);
   // One device guard for the whole call: each step selects its communicator's GPU (a CUDA call
@@ -473,6 +473,7 @@ Status launchQueued(ncclComm* const* comms, size_t count) {
     if (isError(s)) {  // this communicator launches nothing more; the others go on
       all[i].launches.clear();
       all[i].copies.clear();
+      if (untouched) untouched->push_back(comms[i]);
     }
     keep(s);
   }
@@ -486,7 +487,10 @@ Status launchQueued(ncclComm* const* comms, size_t count) {
     for (CommLaunches& c : all) {
       if (r >= c.launches.size()) continue;
       Status s = launchOne(c, r, &device);
-      if (isError(s)) c.launches.resize(r);  // later kernels of this communicator are dropped
+      if (isError(s)) {
+        c.launches.resize(r);  // later kernels of this communicator are dropped
+        if (untouched && r == 0 && c.copies.empty()) untouched->push_back(c.comm);
+      }
       keep(s);
     }
   }

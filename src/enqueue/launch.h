@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/status.h"
 
@@ -12,8 +13,9 @@ struct ncclComm;
 namespace weft::enqueue {
 
 // Plans and launches everything queued on the `count` communicators (a group), then clears the
-// queues. Returns the first error; communicators without one still launch.
-[[nodiscard]] Status launchQueued(ncclComm* const* comms, size_t count);
+// queues. Returns the first error; communicators without one still launch. `untouched` (if given)
+// gets the communicators whose work failed before any of it reached a stream.
+[[nodiscard]] Status launchQueued(ncclComm* const* comms, size_t count, std::vector<ncclComm*>* untouched = nullptr);
 
 // Makes a new pinned buffer for the work items of captured launches, of at least `atLeast`
 // items; called at communicator creation so that a capture normally allocates nothing.

@@ -13,16 +13,21 @@ class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // A deadline `ms` milliseconds from now; ms <= 0 means never.
+  // Waits longer than this (about 30 years) count as never: the clock's nanoseconds would overflow.
+  static constexpr int64_t kFarMs = int64_t(1) << 40;
+
+  // A deadline `ms` milliseconds from now; ms <= 0 (or past kFarMs) means never.
   static Deadline afterMs(int64_t ms) {
     Deadline d;
     d.start_ = Clock::now();
-    d.never_ = ms <= 0;
-    d.end_ = d.start_ + std::chrono::milliseconds(std::max<int64_t>(ms, 0));
+    d.never_ = ms <= 0 || ms > kFarMs;
+    d.end_ = d.start_ + std::chrono::milliseconds(d.never_ ? 0 : ms);
     return d;
   }
   // A deadline `seconds` from now; seconds <= 0 means never (NCCL_*_TIMEOUT=0).
-  static Deadline afterSeconds(int64_t seconds) { return afterMs(seconds <= 0 ? 0 : seconds * 1000); }
+  static Deadline afterSeconds(int64_t seconds) {
+    return afterMs(seconds <= 0 || seconds > kFarMs / 1000 ? 0 : seconds * 1000);
+  }
   static Deadline never() { return afterMs(0); }
 
   bool isNever() const { return never_; }

@@ -182,6 +182,13 @@ TEST(Deadline, ExpiresAndCapsPollTimeouts) {
   EXPECT_FALSE(never.expired());
   EXPECT_EQ(never.pollMs(100), 100);
   EXPECT_FALSE(d.extendedByMs(10000).expired());
+  // NCCL_BOOTSTRAP_TIMEOUT far past what the clock can count is "never", not an overflow into the past.
+  for (int64_t far : {int64_t(10'000'000'000), INT64_MAX / 1000 + 1, INT64_MAX}) {
+    EXPECT_TRUE(util::Deadline::afterSeconds(far).isNever()) << far;
+    EXPECT_FALSE(util::Deadline::afterSeconds(far).expired()) << far;
+    EXPECT_FALSE(util::Deadline::afterMs(far).expired()) << far;
+  }
+  EXPECT_FALSE(util::Deadline::afterSeconds(86400 * 365).isNever()) << "a year is still a deadline";
 }
 
 TEST(RankList, CompressesRuns) {

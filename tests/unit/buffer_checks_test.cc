@@ -154,6 +154,13 @@ TEST(BufferChecks, TheApiRefusesOverlappingBuffers) {
   const std::string last = ncclGetLastError(&comm);
   EXPECT_TRUE(contains(last, "ncclGroupEnd: an earlier call in this group failed (invalid argument")) << last;
   EXPECT_TRUE(contains(last, "ncclAllReduce: sendbuff")) << last;
+  // One rank's all-to-all in place is a copy onto itself, which ncclAlltoAll allows (so must the
+  // overlap check). Inside a group, so that nothing is launched on this stand-in.
+  comm.nRanks = 1;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAlltoAll(x, x, 4, ncclFloat32, &comm, nullptr), ncclSuccess) << ncclGetLastError(&comm);
+  EXPECT_EQ(ncclAlltoAll(x, x + 1, 4, ncclFloat32, &comm, nullptr), ncclInvalidArgument) << "a partial overlap is not";
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
 }
 
 }  // namespace

@@ -245,6 +245,25 @@ TEST(CallCheck, AFailedGroupTakesItsCallsBack) {
   EXPECT_FALSE(r0.comm.abortRequested.load()) << "refused arguments do not fail the communicator";
 }
 
+// A call whose launch fails before anything reaches a stream (here: a stand-in with no channels,
+// which the planner refuses; in life a CUDA graph capture invalidated earlier) takes its call back,
+// alone or in a group: the rank's next call must be compared with the peers' same-numbered one.
+TEST(CallCheck, ACallThatNeverReachedAStreamIsTakenBack) {
+  const uint64_t hash = freshHash();
+  FakeRank r0(hash, 0);
+  if (!r0.comm.ledger) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  float x[16] = {};
+  EXPECT_NE(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, &r0.comm, nullptr), ncclSuccess);
+  EXPECT_EQ(r0.comm.ledger->collectives(), 0u);
+  EXPECT_NE(ncclSend(x, 16, ncclFloat32, 1, &r0.comm, nullptr), ncclSuccess);
+  EXPECT_EQ(r0.comm.ledger->p2pOps(1, P2pDirection::kSend), 0u);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, &r0.comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclBroadcast(x, x, 16, ncclFloat32, 0, &r0.comm, nullptr), ncclSuccess);
+  EXPECT_NE(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(r0.comm.ledger->collectives(), 0u);
+}
+
 // ncclCommAbort inside a group raises the flag at once and destroys at ncclGroupEnd (after every
 // abort of the group has raised its own); the aborted communicator's queued work and published
 // calls of the group go with it, and it takes no more calls meanwhile.

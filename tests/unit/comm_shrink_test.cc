@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -204,6 +205,60 @@ TEST(CommShrinkAgreement, ADeadSurvivorIsNamedToEverySurvivorQuickly) {
     EXPECT_TRUE(contains(r.outcome.text, "parent rank 2 could not be reached")) << test::describe(rs);
     EXPECT_LT(r.outcome.seconds, 6.0) << "noticed at the deadline, not at once";
   }
+}
+
+// Rank 2, not excluded, is alive but never calls (hung) for longer than the timeout: every
+// survivor fails after one timeout naming rank 2 - not the first survivor, whose verdict the others
+// wait for a little longer than it waits for the hellos.
+RankOutcome hungSurvivor(int rank, const ncclUniqueId& id) {
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "20");
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  WEFT_CHILD_TRY(bootstrap::Bootstrap::init(id, rank, 4, nullptr, &b));
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "2");
+  if (rank == 2) {
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    return test::outcome(ncclSuccess);
+  }
+  ncclUniqueId child;
+  const Status s = agreeOnShrink(*b, {0, 1, 2, 3}, fakeId, &child);
+  return test::outcome(s, log::lastErrorOfThread());
+}
+
+TEST(CommShrinkAgreement, AHungSurvivorIsNamedToEverySurvivorAfterOneTimeout) {
+  auto rs = runFourRanks(hungSurvivor);
+  for (const ChildResult& r : rs) {
+    if (r.rank == 2) continue;
+    EXPECT_NE(r.outcome.status, ncclSuccess) << test::describe(rs);
+    EXPECT_TRUE(contains(r.outcome.text, "parent rank 2 could not be reached")) << test::describe(rs);
+    EXPECT_LT(r.outcome.seconds, 4.5) << test::describe(rs);
+  }
+}
+
+// Timeouts that differ between ranks: in the first shrink rank 1 gives up (1 s + the verdict's
+// grace) before the first survivor's verdict comes (it waits 8 s for the hung rank 2). Retrying
+// without rank 2, rank 1 must pass over that late verdict of the first call and take the new one.
+RankOutcome lateVerdictOfAnEarlierCall(int rank, const ncclUniqueId& id) {
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "20");
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  WEFT_CHILD_TRY(bootstrap::Bootstrap::init(id, rank, 3, nullptr, &b));
+  if (rank == 2) {
+    std::this_thread::sleep_for(std::chrono::seconds(11));
+    return test::outcome(ncclSuccess);
+  }
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", rank == 0 ? "8" : "1");
+  ncclUniqueId child;
+  WEFT_CHILD_CHECK(agreeOnShrink(*b, {0, 1, 2}, fakeId, &child) != ncclSuccess, "the first shrink succeeded");
+  const Status s = agreeOnShrink(*b, {0, 1}, fakeId, &child);
+  return test::outcome(s, log::lastErrorOfThread());
+}
+
+TEST(CommShrinkAgreement, AVerdictOfAnEarlierCallIsPassedOver) {
+  ForkedRanks ranks;
+  ranks.start({0, 1, 2}, lateVerdictOfAnEarlierCall);
+  ParentRoot root(30);
+  ranks.sendId(root.id);
+  auto rs = ranks.wait(40000);
+  for (const ChildResult& r : rs) EXPECT_EQ(r.outcome.status, ncclSuccess) << test::describe(rs);
 }
 
 // ---------------------------------------------------------------------------------------------

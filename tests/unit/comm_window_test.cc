@@ -321,7 +321,7 @@ TEST(WindowGroup, OneCommunicatorsJobsRunInOrderOthersAlongside) {
   std::vector<std::string> order;
   std::atomic<int> inA{0}, maxInA{0};
   std::atomic<bool> bStarted{false}, aSawB{false};
-  int keyA = 0, keyB = 0;
+  ncclComm keyA, keyB;  // stand-ins: only their addresses matter
   auto jobA = [&](const char* name) {
     return [&, name]() -> Status {
       const int now = ++inA;
