@@ -1,4 +1,5 @@
 // Communicator entry points: creation, splitting, finalize/destroy/abort, queries, reduction ops.
+#include <new>
 #include <thread>
 
 #include "api/export.h"
@@ -144,6 +145,9 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
     WEFT_TRY(bootstrap::createUniqueId(&id));
     int saved = -1;
     WEFT_TRY(runtime::getDevice(&saved));
+    // Inside the caller's group the creations run at the caller's ncclGroupEnd, which also
+    // reports a failure to the handles: they must stay until then.
+    const bool nested = enqueue::inGroup();
     WEFT_TRY(enqueue::groupStart());
     Status first = ncclSuccess;
     int tried = 0;  // comms[0, tried) hold a handle or NULL
@@ -151,12 +155,17 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
       comms[i] = nullptr;
       tried = i + 1;
       first = runtime::setDevice(devlist ? devlist[i] : i);
-      if (!isError(first)) first = initRankConfig(&comms[i], ndev, {id}, i, nullptr, "ncclCommInitAll");
+      try {  // the group level opened above must close whatever happens
+        if (!isError(first)) first = initRankConfig(&comms[i], ndev, {id}, i, nullptr, "ncclCommInitAll");
+      } catch (const std::bad_alloc&) {
+        WEFT_WARN("ncclCommInitAll: out of host memory");
+        first = ncclSystemError;
+      }
     }
     if (isError(first)) enqueue::failGroup(first);
     Status end = enqueue::groupEnd();
     (void)runtime::setDevice(saved);
-    if (isError(first) || isError(end)) {  // no handle of a failed call stays behind
+    if (!nested && (isError(first) || isError(end))) {  // no handle of a failed call stays behind
       for (int i = 0; i < tried; ++i) {
         if (comms[i] != nullptr) destroyNow(comms[i]);
         comms[i] = nullptr;
@@ -262,13 +271,15 @@ WEFT_API(ncclResult_t, ncclGroupEnd) { return guard("ncclGroupEnd", [] { return 
 
 WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return guard("ncclGroupSimulateEnd", [&]() -> Status {
-    // A bad simInfo still closes the group level (else every later call would only be queued) and
-    // fails the group: nothing of it is estimated or launched.
-    const char* bad = simInfo == nullptr ? "argument 'simInfo' is NULL"
-                      : simInfo->magic != 0x74685283 ? "simInfo was not initialized with NCCL_SIM_INFO_INITIALIZER"
-                                                       : nullptr;
-    if (bad == nullptr) return enqueue::groupSimulateEnd(simInfo);
-    WEFT_WARN("ncclGroupSimulateEnd: %s", bad);
+    // As NCCL: without a simInfo this is ncclGroupEnd (the work is launched); simInfo is read only
+    // where the outermost group ends. A bad one there still closes the group (else every later
+    // call would only be queued) and fails it: nothing is estimated or launched.
+    if (simInfo == nullptr || enqueue::groupDepth() != 1) {
+      return simInfo == nullptr ? enqueue::groupEnd() : enqueue::groupSimulateEnd(simInfo);
+    }
+    if (simInfo->magic == 0x74685283) return enqueue::groupSimulateEnd(simInfo);
+    WEFT_WARN("ncclGroupSimulateEnd: simInfo was not initialized with NCCL_SIM_INFO_INITIALIZER (magic 0x%x)",
+              simInfo->magic);
     enqueue::failGroup(ncclInvalidArgument);
     (void)enqueue::groupSimulateEnd(nullptr);
     return ncclInvalidArgument;

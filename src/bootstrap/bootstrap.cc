@@ -41,6 +41,11 @@ class Bootstrap::Busy {
     WEFT_WARN("bootstrap (rank %d of %d): %s: another thread is using this bootstrap; calls on one " \
               "communicator's bootstrap must be serialized", rank_, nRanks_, op);                     \
     return ncclInvalidUsage;                                                                         \
+  }                                                                                                  \
+  if (messenger_.closing()) {                                                                        \
+    WEFT_WARN("bootstrap (rank %d of %d): %s: the communicator is being destroyed (ncclCommAbort or " \
+              "ncclCommDestroy from another thread)", rank_, nRanks_, op);                            \
+    return ncclSystemError;                                                                          \
   }
 
 Bootstrap::Bootstrap(int rank, int nRanks, uint64_t jobKey, const std::atomic<bool>* abort)
@@ -304,8 +309,10 @@ Status Bootstrap::ringAllGather(char* data, size_t bytesPerRank, const util::Dea
 
 void Bootstrap::close() {
   messenger_.close();
-  for (int i = 0; i < 200 && busy_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (busy_.load()) {
+  for (int i = 0; i < 1000 && (busy_.load() || uses_.load() > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (busy_.load() || uses_.load() > 0) {
     WEFT_WARN("bootstrap (rank %d of %d): another thread is still inside it as it is freed", rank_, nRanks_);
   }
 }
@@ -351,10 +358,14 @@ void Bootstrap::forgetFailureNotices() {
 }
 
 Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
+  return sendUntil(peer, tag, data, bytes, operationDeadline());
+}
+
+Status Bootstrap::sendUntil(int peer, int tag, const void* data, size_t bytes, const util::Deadline& deadline) {
   WEFT_BOOTSTRAP_ENTER("send");
   char op[64];
   snprintf(op, sizeof(op), "send to rank %d (tag %d)", peer, tag);
-  return messenger_.send(peer, FrameType::kData, tag, data, bytes, operationDeadline(), op);
+  return messenger_.send(peer, FrameType::kData, tag, data, bytes, deadline, op);
 }
 
 Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {

@@ -59,7 +59,8 @@ class Bootstrap {
   // peer == rank() is allowed (send first).
   [[nodiscard]] Status send(int peer, int tag, const void* data, size_t bytes);
   [[nodiscard]] Status recv(int peer, int tag, void* data, size_t bytes);
-  // recv with a deadline of the caller's (one deadline shared by several waits, or a longer one).
+  // send and recv with a deadline of the caller's (one deadline shared by several waits, or a longer one).
+  [[nodiscard]] Status sendUntil(int peer, int tag, const void* data, size_t bytes, const util::Deadline& deadline);
   [[nodiscard]] Status recvUntil(int peer, int tag, void* data, size_t bytes, const util::Deadline& deadline);
   // The deadline one operation gets: NCCL_BOOTSTRAP_TIMEOUT from now.
   util::Deadline operationDeadline() const;
@@ -73,8 +74,21 @@ class Bootstrap {
 
   // Before the bootstrap is freed: a wait of another thread in it (a split or shrink the caller
   // aborts from a watchdog thread, say) ends within a poll slice, also where no abort flag is polled
-  // (ncclCommShrink, ncclCommRevoke), and this returns once that thread has left (at most ~1 s).
+  // (ncclCommShrink, ncclCommRevoke); later calls fail at once; and this returns once that thread
+  // has left it, and every Use has ended (waiting at most ~5 s).
   void close();
+  // Held across the calls of one agreement (a split's, a shrink's) and the caller's reads of the
+  // communicator around them: close() waits for it, not only for the call in progress.
+  class Use {
+   public:
+    explicit Use(Bootstrap& b) : b_(b) { b_.uses_.fetch_add(1); }
+    ~Use() { b_.uses_.fetch_sub(1); }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    Bootstrap& b_;
+  };
 
   // ncclCommShrink and ncclCommRevoke talk over the bootstrap of a communicator that may have
   // failed: they swap the abort flag its waits poll (null: none) and drop earlier failure notices.
@@ -103,6 +117,7 @@ class Bootstrap {
   Messenger messenger_;
   std::unique_ptr<Root> ownRoot_;  // NCCL_COMM_ID: the root this rank started
   std::atomic<bool> busy_{false};
+  std::atomic<int> uses_{0};
   uint64_t allGathers_ = 0;
   uint64_t barriers_ = 0;
 };

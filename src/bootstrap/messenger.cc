@@ -492,7 +492,7 @@ Status Messenger::send(int peer, FrameType type, int tag, const void* data, size
 
 bool Messenger::quietSend(int peer, FrameType type, const void* payload, uint32_t length) {
   Peer& p = peers_[peer];
-  if (p.outBroken) return false;
+  if (p.outBroken || closing()) return false;
   util::Deadline deadline = util::Deadline::afterMs(kNotifyMs);
   int err = 0;
   if (!p.out.valid()) {

@@ -45,6 +45,7 @@ class Messenger {
   const std::atomic<bool>* abortFlag() const { return abort_; }
   // Ends every wait within a poll slice, whatever the abort flag (the owner is going away); for good.
   void close() { closing_.store(true); }
+  bool closing() const { return closing_.load(); }
   // Reads what has arrived, then forgets the failure notices peers have sent so far, so that an
   // operation among the ranks still alive can start afresh after an earlier one failed.
   void forgetFailureNotices();

@@ -51,6 +51,7 @@ constexpr uint32_t kHelloMagic = 0x53484b48;    // "SHKH"
 constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
 constexpr int kShrinkTag = 0x53480000;         // apart from ncclCommSplit's 0x53000000 + n
 constexpr int64_t kVerdictGraceMs = 5000;      // a survivor's wait for the verdict, past its own timeout
+constexpr int64_t kLateVerdictMs = 500;        // sending it to a survivor whose hello never came
 
 struct ShrinkHello {
   uint32_t magic;
@@ -64,7 +65,8 @@ struct ShrinkVerdict {
   uint32_t magic;
   int32_t status;  // ncclSuccess, or what every survivor returns
   int32_t rank;    // the parent rank at fault; -1 for the first survivor itself
-  uint32_t nonce;  // of the hello it answers (0: none came): one left from another call differs
+  uint32_t nonce;  // of the hello it answers (0: none came)
+  uint64_t fingerprint;  // of the first survivor's list
   ncclUniqueId id;  // the child's, when status is ncclSuccess
 };
 
@@ -94,6 +96,7 @@ Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
   ShrinkVerdict v;
   memset(&v, 0, sizeof(v));
   v.magic = kVerdictMagic;
+  v.fingerprint = mine.fingerprint;
   v.status = ncclSuccess;
   v.rank = -1;
   std::vector<bool> unreachable(members.size(), false), gone(members.size(), false);
@@ -120,10 +123,15 @@ Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
     Status s = makeId(&v.id);
     if (isError(s)) v.status = s;
   }
-  for (size_t i = 1; i < members.size(); ++i) {
-    if (gone[i]) continue;
-    v.nonce = nonces[i];
-    (void)b.send(members[i], kShrinkTag, &v, sizeof(v));  // a failure here is theirs to report
+  // The verdict: first to those that answered; then, briefly each, to those that did not (they may
+  // be slow rather than gone; one on a dead host must not hold this rank up).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 1; i < members.size(); ++i) {
+      if (gone[i] || unreachable[i] != (pass == 1)) continue;
+      v.nonce = nonces[i];
+      const util::Deadline d = pass == 0 ? b.operationDeadline() : util::Deadline::afterMs(kLateVerdictMs);
+      (void)b.sendUntil(members[i], kShrinkTag, &v, sizeof(v), d);  // a failure here is theirs to report
+    }
   }
   if (v.status != ncclSuccess) {
     WEFT_WARN("ncclCommShrink (parent rank %d, first survivor): %s", b.rank(), faultText((Status)v.status, v.rank).c_str());
@@ -139,12 +147,14 @@ Status otherSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
   WEFT_TRY(b.send(first, kShrinkTag, &mine, sizeof(mine)));
   ShrinkVerdict v;
   // Longer than the first survivor's wait for the hellos: if another survivor stalls, its verdict
-  // names that one, rather than this rank timing out on the first survivor. A verdict answering
-  // the hello of an earlier call (this rank gave up on it before the verdict came) is passed over.
+  // names that one, rather than this rank timing out on the first survivor. A verdict of an
+  // earlier call of other survivors (this rank gave up before it came) answers another hello of
+  // this rank and names another list: passed over. (Answering an older hello with this list, it
+  // is the first survivor's answer to this call, which read that hello first: taken.)
   const util::Deadline verdict = b.operationDeadline().extendedByMs(kVerdictGraceMs);
   do {
     WEFT_TRY(b.recvUntil(first, kShrinkTag, &v, sizeof(v), verdict));
-  } while (v.magic == kVerdictMagic && v.nonce != 0 && v.nonce != mine.nonce);
+  } while (v.magic == kVerdictMagic && v.nonce != 0 && v.nonce != mine.nonce && v.fingerprint != mine.fingerprint);
   const bool known = v.status == ncclSuccess || v.status == ncclInvalidUsage || v.status == ncclRemoteError ||
                      v.status == ncclSystemError || v.status == ncclInternalError || v.status == ncclInvalidArgument;
   if (v.magic != kVerdictMagic || !known || v.rank < -1 || v.rank >= b.nRanks()) {
@@ -205,14 +215,19 @@ Status shrinkCommunicator(ncclComm* parent, const int* exclude, int count, ncclC
   }
   ncclComm* child = newChild(parent, cfg);
   auto steps = [parent, members, child]() -> Status {
-    const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
     ncclUniqueId id;
-    WEFT_TRY(agreeOnShrink(*parent->bootstrap, members,
-                           [&near](ncclUniqueId* out) { return bootstrap::createRootId(out, &near); }, &id));
-    const int newRank = (int)(std::find(members.begin(), members.end(), parent->rank) - members.begin());
-    WEFT_INFO(log::kInit, "ncclCommShrink: parent rank %d of %d becomes rank %d of %zu", parent->rank, parent->nRanks,
-              newRank, members.size());
-    return initCommunicator(child, {id}, (int)members.size(), newRank, parent->cudaDev);
+    int newRank = 0, cudaDev = -1;
+    {
+      bootstrap::Bootstrap::Use use(*parent->bootstrap);  // the parent's destruction waits for this block
+      const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
+      WEFT_TRY(agreeOnShrink(*parent->bootstrap, members,
+                             [&near](ncclUniqueId* out) { return bootstrap::createRootId(out, &near); }, &id));
+      newRank = (int)(std::find(members.begin(), members.end(), parent->rank) - members.begin());
+      WEFT_INFO(log::kInit, "ncclCommShrink: parent rank %d of %d becomes rank %d of %zu", parent->rank,
+                parent->nRanks, newRank, members.size());
+      cudaDev = parent->cudaDev;
+    }
+    return initCommunicator(child, {id}, (int)members.size(), newRank, cudaDev);
   };
   return createChild(parent, child, steps, newcomm);
 }

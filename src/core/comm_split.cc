@@ -46,32 +46,39 @@ Status agreeOnSplit(bootstrap::Bootstrap& parent, int color, int key, int tag,
   *childRank = (int)(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
   if (*childRank != 0) return parent.recv(members[0], tag, childId, sizeof(*childId));
   WEFT_TRY(makeId(childId));
+  Status first = ncclSuccess;
   for (size_t i = 1; i < members.size(); ++i) {
     const Status s = parent.send(members[i], tag, childId, sizeof(*childId));
-    if (isError(s)) {  // the new root ends now, telling the members that got the id, rather than never
+    if (isError(s) && !isError(first)) {
+      // The new root ends now rather than never. The other members still get the id: at the
+      // root they learn at once that the creation was given up, rather than at their deadline.
+      first = s;
       bootstrap::UniqueIdInfo info;
       std::string why;
       if (bootstrap::decodeUniqueId(*childId, &info, &why)) {
         bootstrap::Root::abandonDetached(info.jobKey, 0, "ncclCommSplit could not pass the new communicator's id "
                                          "to parent rank " + std::to_string(members[i]));
       }
-      return s;
     }
   }
-  return ncclSuccess;
+  return first;
 }
 
 namespace {
 
 // The whole split on one rank; runs at once or at the group's end.
 Status splitSteps(ncclComm* parent, int color, int key, ncclComm* child, int tag) {
-  int childRank = 0, childRanks = 0;
+  int childRank = 0, childRanks = 0, cudaDev = -1;
   ncclUniqueId id;
-  const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
-  auto makeId = [&near](ncclUniqueId* out) { return bootstrap::createRootId(out, &near); };
-  WEFT_TRY(agreeOnSplit(*parent->bootstrap, color, key, tag, makeId, &childRank, &childRanks, &id));
+  {
+    bootstrap::Bootstrap::Use use(*parent->bootstrap);  // the parent's destruction waits for this block
+    const bootstrap::SocketAddress near = parent->bootstrap->listenAddress();
+    auto makeId = [&near](ncclUniqueId* out) { return bootstrap::createRootId(out, &near); };
+    cudaDev = parent->cudaDev;
+    WEFT_TRY(agreeOnSplit(*parent->bootstrap, color, key, tag, makeId, &childRank, &childRanks, &id));
+  }
   if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-  return initCommunicator(child, {id}, childRanks, childRank, parent->cudaDev);
+  return initCommunicator(child, {id}, childRanks, childRank, cudaDev);
 }
 
 }  // namespace

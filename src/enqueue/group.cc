@@ -128,6 +128,8 @@ core::CallSignature callOf(const Task& t) {
 
 bool inGroup() { return tGroup.depth > 0; }
 
+int groupDepth() { return tGroup.depth; }
+
 Status groupStart() {
   tGroup.depth++;
   return ncclSuccess;
@@ -195,21 +197,30 @@ static Status closeLevel(const char* fn, bool* outermost, GroupState* group) {
 // their subjects.
 static Status finishGroup(const char* fn, const char* dropped, GroupState& group,
                           const std::function<Status(GroupState&)>& launch) {
-  runAborts(&group);
   Status status = group.error;
   bool pending = false, launched = false;
   std::string reason;
   if (isError(status)) {
-    WEFT_WARN("%s: an earlier call in this group failed (%s: %s); %s", fn, ncclGetErrorString(status),
-              group.cause.empty() ? "see the warning before" : group.cause.c_str(), dropped);
+    // As NCCL: nothing of the group runs, not even its ncclCommDestroy and ncclCommAbort calls, so
+    // their handles stay valid (the caller cleans up after a failed group; freeing them here would
+    // make that a use after free). Aborted communicators keep their raised flags.
+    WEFT_WARN("%s: an earlier call in this group failed (%s: %s); %s%s", fn, ncclGetErrorString(status),
+              group.cause.empty() ? "see the warning before" : group.cause.c_str(), dropped,
+              group.aborts.empty() && group.destroys.empty()
+                  ? "" : ", and its ncclCommDestroy/ncclCommAbort calls did not run: call them again");
     reason = std::string("another call of its group failed (") + ncclGetErrorString(status) +
              (group.cause.empty() ? ")" : ": " + group.cause + ")");
+    group.destroys.clear();
+    for (auto& abort : group.aborts) abort.first->tasks.clear();
+    group.aborts.clear();
   } else {
+    runAborts(&group);
     status = runJobs(group.inits);
     group.inits.clear();
     pending = status == ncclInProgress;
     if (isError(status)) {
-      reason = std::string("a communicator creation of its group failed (") + ncclGetErrorString(status) + ")";
+      reason = std::string("a deferred job of its group (a creation, split, shrink, window or device communicator) "
+                           "failed (") + ncclGetErrorString(status) + ")";
     } else {
       launched = true;
       status = launch(group);

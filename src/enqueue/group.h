@@ -18,6 +18,7 @@ namespace weft::enqueue {
 // Like groupEnd, but launches nothing: drops the queued work and reports the model's estimate.
 [[nodiscard]] Status groupSimulateEnd(ncclSimInfo_t* simInfo);
 bool inGroup();
+int groupDepth();  // open ncclGroupStart levels of this thread
 
 // Queues a task on the communicator; launches at once when no group is open.
 [[nodiscard]] Status enqueueTask(ncclComm* comm, const Task& task);
@@ -53,7 +54,8 @@ void deferAbort(ncclComm* comm, std::function<void()> destroy);
 
 // An ncclCommDestroy inside a group (as NCCL, which reclaims at the group's end): `destroy` runs
 // last at the outermost groupEnd, after the group's launches and finalizations, also when the
-// group fails. Until then the handle stays valid for the group's other calls.
+// group fails on a job or its launch. A group that fails on a call before its end runs none of its
+// jobs, also not its destroys and aborts (as NCCL): those handles stay valid, to be destroyed again.
 void deferDestroy(ncclComm* comm, std::function<void()> destroy);
 
 // Records an error raised inside a group: the group's End reports it and launches nothing.

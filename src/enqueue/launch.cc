@@ -280,7 +280,7 @@ void peersToConnect(const CommLaunches& c, std::vector<int>* senders, std::vecto
 // Makes the Simple-only connections the group uses for the first time: every communicator offers
 // its receive buffers before any waits for a peer's offer, since one thread may drive both ends.
 // A communicator that fails launches nothing (its kernels would find no buffer).
-Status connectOnFirstUse(std::vector<CommLaunches>& all) {
+Status connectOnFirstUse(std::vector<CommLaunches>& all, std::vector<ncclComm*>* untouched) {
   auto mayConnect = [](const CommLaunches& c) {
     return !c.launches.empty() && c.comm->p2p && c.comm->p2p->anyPending();
   };
@@ -309,7 +309,8 @@ Status connectOnFirstUse(std::vector<CommLaunches>& all) {
         WEFT_WARN("rank %d: could not connect point-to-point channels %s rank(s) on first use; this group's kernels "
                   "on this communicator are not launched", comm->rank, pass == 0 ? "from" : "to");
         if (core::adoptHostFinding(comm)) s = ncclInvalidUsage;  // the peer refused a call that differed
-        all[i].launches.clear();
+        all[i].launches.clear();  // before any of them reached a stream
+        if (untouched && all[i].copies.empty()) untouched->push_back(comm);
         if (!isError(first)) first = s;
       }
     }
@@ -477,7 +478,7 @@ Status launchQueued(ncclComm* const* comms, size_t count, std::vector<ncclComm*>
     }
     keep(s);
   }
-  keep(connectOnFirstUse(all));
+  keep(connectOnFirstUse(all, untouched));
   shareRegistrations(all, &device);
   for (const CommLaunches& c : all) rounds = std::max(rounds, c.launches.size());
   // Round robin over the communicators: when one thread drives several GPUs, a communicator's

@@ -1,6 +1,7 @@
 #include "runtime/block_pool.h"
 
 #include <condition_variable>
+#include <cstdint>
 #include <vector>
 
 #include "core/log.h"
@@ -9,7 +10,9 @@
 namespace weft::runtime {
 
 size_t BlockPool::sizeClass(size_t bytes) const {
-  return bytes == 0 ? granularity_ : (bytes + granularity_ - 1) / granularity_ * granularity_;
+  if (bytes == 0) return granularity_;
+  if (bytes > SIZE_MAX - granularity_) return SIZE_MAX;  // rounding up would wrap to a tiny class
+  return (bytes + granularity_ - 1) / granularity_ * granularity_;
 }
 
 Status BlockPool::acquire(size_t bytes, void** ptr, int domain) {

@@ -185,12 +185,9 @@ struct ImportedMemImpl {
   }
 #endif
 
+  // Callers take memory of their own process by its pointer (deciding by processHash: a pid alone
+  // repeats across pid namespaces), so a handle here is another process's.
   static Status legacy(const IpcMemDesc& d, int device, const char* from, ImportedMem* m) {
-    if (d.ownerPid == (int32_t)getpid()) {
-      WEFT_WARN("legacy CUDA IPC memory from %s belongs to this process (pid %d); CUDA cannot open its own "
-                "handles: use the pointer directly", from, d.ownerPid);
-      return ncclInternalError;
-    }
     LegacyMappings& mappings = legacyMappings();
     std::lock_guard<std::mutex> lock(mappings.mutex);
     void* base = nullptr;

@@ -75,6 +75,7 @@ TEST(BlockPool, BlocksOfOneDeviceAreNotHandedToAnother) {
                  [&](void* p, int dev) { freed.emplace_back(p, dev); std::free(p); }, 512);
   EXPECT_EQ(pool.sizeClass(1), 512u);
   EXPECT_EQ(pool.sizeClass(513), 1024u);
+  EXPECT_EQ(pool.sizeClass(SIZE_MAX - 100), SIZE_MAX) << "rounding up must not wrap to a small class";
   void* a = nullptr;
   ASSERT_EQ(pool.acquire(100, &a, /*domain=*/0), ncclSuccess);
   ASSERT_EQ(pool.release(a), ncclSuccess);

@@ -265,8 +265,8 @@ TEST(CallCheck, ACallThatNeverReachedAStreamIsTakenBack) {
 }
 
 // ncclCommAbort inside a group raises the flag at once and destroys at ncclGroupEnd (after every
-// abort of the group has raised its own); the aborted communicator's queued work and published
-// calls of the group go with it, and it takes no more calls meanwhile.
+// abort of the group has raised its own) unless the group failed; the aborted communicator's
+// queued work and published calls of the group go, and it takes no more calls meanwhile.
 TEST(CallCheck, AbortsInAGroupRaiseTheirFlagsFirstAndDestroyAtTheEnd) {
   const uint64_t hash = freshHash();
   auto* doomed = new ncclComm();
@@ -285,8 +285,12 @@ TEST(CallCheck, AbortsInAGroupRaiseTheirFlagsFirstAndDestroyAtTheEnd) {
   EXPECT_TRUE(doomed->abortRequested.load()) << "the flag is up at once";
   EXPECT_EQ(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, doomed, nullptr), ncclInvalidUsage);
   EXPECT_EQ(ncclCommAbort(doomed), ncclSuccess) << "twice in one group";
-  // The group's failure (the refused call) does not keep the abort from running.
+  // The group fails (the refused call): as NCCL, none of it runs, the abort neither; the handle
+  // stays valid, its flag up, for the caller's clean-up.
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  ASSERT_TRUE(doomed->looksValid());
+  EXPECT_TRUE(doomed->tasks.empty());
+  EXPECT_EQ(ncclCommAbort(doomed), ncclSuccess);
   EXPECT_EQ(OpLedger::readPeer(hash, 0), -1) << "its ledger page went with it";
 }
 

@@ -245,7 +245,10 @@ Status RegSharing::map(ncclComm* comm, int peer, const RegShareMsg& msg, int fd,
   }
   Mapped mp;
   uint64_t base = 0;
-  if (msg.desc.ownerPid == (int32_t)getpid() && msg.desc.kind == (uint32_t)runtime::MemKind::kLegacyCudaIpc) {
+  // The same process by processHash (pid and pid namespace), not by pid alone: two containers can
+  // each run a worker with the same pid, and the peer's address means nothing here.
+  const bool sameProcess = comm->peers[peer].processHash == comm->peers[comm->rank].processHash;
+  if (sameProcess && msg.desc.kind == (uint32_t)runtime::MemKind::kLegacyCudaIpc) {
     // CUDA cannot open its own process's IPC handles: the pointer itself, with peer access.
     if (comm->peers[peer].cudaDev != comm->cudaDev) WEFT_TRY(runtime::enablePeerAccess(comm->peers[peer].cudaDev));
     base = msg.begin;
