@@ -191,10 +191,10 @@ static Status closeLevel(const char* fn, bool* outermost, GroupState* group) {
   return ncclSuccess;
 }
 
-// The outermost level's end: aborts first, then (unless a call of the group failed) the deferred
-// creations, `launch` (the real launch, or the estimate of ncclGroupSimulateEnd) and the
-// finalizations; the destroys last, whatever happened before. Jobs that never ran report it to
-// their subjects.
+// The outermost level's end. A group that failed on a call runs nothing (as NCCL). Otherwise: its
+// aborts, the deferred creations, `launch` (the real launch, or the estimate of
+// ncclGroupSimulateEnd), the finalizations, and the destroys last (also after a failed job or
+// launch). Jobs that never ran report it to their subjects.
 static Status finishGroup(const char* fn, const char* dropped, GroupState& group,
                           const std::function<Status(GroupState&)>& launch) {
   Status status = group.error;
