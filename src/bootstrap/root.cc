@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -24,6 +25,7 @@ std::atomic<int> gDetachedRunning{0};
 constexpr int kReplySendMs = 2000;
 // How long a failed rendezvous keeps answering late ranks with its error before the root ends.
 constexpr int kFailedLingerMs = 10000;
+constexpr int kAcceptRetryMs = 20;  // the pause after a failed accept (out of descriptors)
 
 // The detached roots serving now, by job key (abandonDetached finds them there).
 std::mutex gDetachedMutex;
@@ -115,6 +117,9 @@ void Root::Session::acceptAll() {
       for (auto& old : conns_) {
         if (old->slot < 0 && !old->dead) { old->dead = true; break; }
       }
+      // The connection stays queued and the listener readable: without a pause the next poll()
+      // returns at once and the root spins while descriptors are short.
+      std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptRetryMs));
       return;
     }
     conns_.push_back(std::move(c));

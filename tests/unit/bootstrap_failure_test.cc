@@ -4,10 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "bootstrap/wire.h"
 #include "bootstrap_fork_harness.h"
@@ -28,6 +34,46 @@ RankOutcome initOnly(int rank, int nRanks, const ncclUniqueId& id, const char* t
   std::unique_ptr<Bootstrap> b;
   Status s = Bootstrap::init(id, rank, nRanks, nullptr, &b);
   return test::outcome(s, log::lastErrorOfThread());
+}
+
+// A root whose process is out of file descriptors cannot accept a rank's connection, which stays
+// queued and keeps the listener readable: the root must pause between tries, not spin a core.
+TEST(BootstrapFailure, ARootOutOfDescriptorsDoesNotSpin) {
+  const pid_t child = fork();
+  if (child == 0) {
+    std::unique_ptr<Root> root;
+    if (Root::create(SocketAddress::loopback(AF_INET), randomJobKey(), &root, 20) != ncclSuccess) _exit(10);
+    std::atomic<bool> stop{false};
+    root->start(&stop);
+    Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!client.valid()) _exit(11);
+    rlimit low{64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &low) != 0) _exit(12);
+    std::vector<Fd> filler;
+    for (int i = 0; i < 64; ++i) {
+      Fd f(open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!f.valid()) break;
+      filler.push_back(std::move(f));
+    }
+    const SocketAddress to = root->address();
+    if (connect(client.get(), to.sockaddrPtr(), to.length()) != 0 && errno != EINPROGRESS) _exit(13);
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    getrusage(RUSAGE_SELF, &after);
+    auto seconds = [](const timeval& t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; };
+    const double cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) -
+                       seconds(before.ru_stime);
+    filler.clear();
+    stop.store(true);
+    (void)root->join();
+    _exit(cpu < 0.3 ? 0 : 20);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "20: the root's thread spun (CPU time per second of waiting)";
 }
 
 TEST(BootstrapFailure, MissingRankTimesOutNamingIt) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -102,6 +103,43 @@ TEST(FdPassing, AddressesAreDistinctPerJobAndRank) {
   FdAddress p = fdAddressOf(0x1234, 3, "/tmp/x");
   EXPECT_FALSE(p.abstract);
   EXPECT_EQ(p.name, "/tmp/x/weft-fd-0000000000001234-3.sock");
+}
+
+// A process out of file descriptors cannot accept a peer's connection, which then stays queued and
+// keeps the listener readable: the endpoint's thread must pause between tries, not spin a core.
+TEST(FdPassing, AnEndpointOutOfDescriptorsDoesNotSpin) {
+  pid_t child = forkChild([]() -> int {
+    std::unique_ptr<FdEndpoint> ep;
+    if (FdEndpoint::create(freshJobKey(), 0, "", &ep) != ncclSuccess) return 10;
+    util::UniqueFd client(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!client.valid()) return 11;
+    // Use up every descriptor below a low limit (the connect below needs none in this process).
+    rlimit low{64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &low) != 0) return 12;
+    std::vector<util::UniqueFd> filler;
+    for (int i = 0; i < 64; ++i) {
+      util::UniqueFd f(open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!f.valid()) break;
+      filler.push_back(std::move(f));
+    }
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    const FdAddress& a = ep->address();
+    std::memcpy(sa.sun_path + (a.abstract ? 1 : 0), a.name.data(), a.name.size());
+    const socklen_t len = (socklen_t)(offsetof(sockaddr_un, sun_path) + 1 + a.name.size());
+    if (connect(client.get(), reinterpret_cast<const sockaddr*>(&sa), len) != 0) return 13;
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    std::this_thread::sleep_for(1000ms);
+    getrusage(RUSAGE_SELF, &after);
+    auto seconds = [](const timeval& t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; };
+    const double cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) -
+                       seconds(before.ru_stime);
+    filler.clear();  // a descriptor is free again: the endpoint can close down normally
+    return cpu < 0.3 ? 0 : 20;
+  });
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(waitChild(child), 0) << "20: the endpoint's thread spun (CPU time per second of waiting)";
 }
 
 TEST(FdPassing, ChildToParentAcrossProcesses) {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <thread>
 #include <vector>
 
 #include "core/log.h"
@@ -25,6 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr uint64_t kFrameMagic = 0x3150644674666557ull;  // "WeftFdP1" in little-endian bytes
+constexpr int kAcceptRetryMs = 20;  // the pause after a failed accept (out of descriptors)
 
 // One message; the fd rides along as SCM_RIGHTS ancillary data.
 struct FdFrame {
@@ -113,7 +115,15 @@ struct FdEndpointThread {
       if (c < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          WEFT_WARN("fd endpoint %s: accept failed: %s", e.address_.describe().c_str(), strerror(errno));
+          // Out of descriptors (EMFILE), say: the connection stays queued and the listener
+          // readable, so an immediate poll would spin. Warn once, then retry every few ms.
+          static thread_local bool warned = false;  // one endpoint per thread
+          if (!warned) {
+            WEFT_WARN("fd endpoint %s: accept failed: %s; retrying (a peer's transfer waits until a file "
+                      "descriptor is free: raise `ulimit -n`?)", e.address_.describe().c_str(), strerror(errno));
+          }
+          warned = true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptRetryMs));
         }
         return;
       }
