@@ -1,5 +1,4 @@
 // Communicator entry points: creation, splitting, finalize/destroy/abort, queries, reduction ops.
-#include <new>
 #include <thread>
 
 #include "api/export.h"
@@ -155,11 +154,9 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
       comms[i] = nullptr;
       tried = i + 1;
       first = runtime::setDevice(devlist ? devlist[i] : i);
-      try {  // the group level opened above must close whatever happens
-        if (!isError(first)) first = initRankConfig(&comms[i], ndev, {id}, i, nullptr, "ncclCommInitAll");
-      } catch (const std::bad_alloc&) {
-        WEFT_WARN("ncclCommInitAll: out of host memory");
-        first = ncclSystemError;
+      if (!isError(first)) {  // caught here: the group level opened above must close whatever happens
+        first = guard("ncclCommInitAll",
+                      [&] { return initRankConfig(&comms[i], ndev, {id}, i, nullptr, "ncclCommInitAll"); });
       }
     }
     if (isError(first)) enqueue::failGroup(first);
@@ -274,10 +271,8 @@ WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
     // As NCCL: without a simInfo this is ncclGroupEnd (the work is launched); simInfo is read only
     // where the outermost group ends. A bad one there still closes the group (else every later
     // call would only be queued) and fails it: nothing is estimated or launched.
-    if (simInfo == nullptr || enqueue::groupDepth() != 1) {
-      return simInfo == nullptr ? enqueue::groupEnd() : enqueue::groupSimulateEnd(simInfo);
-    }
-    if (simInfo->magic == 0x74685283) return enqueue::groupSimulateEnd(simInfo);
+    if (simInfo == nullptr) return enqueue::groupEnd();
+    if (enqueue::groupDepth() != 1 || simInfo->magic == 0x74685283) return enqueue::groupSimulateEnd(simInfo);
     WEFT_WARN("ncclGroupSimulateEnd: simInfo was not initialized with NCCL_SIM_INFO_INITIALIZER (magic 0x%x)",
               simInfo->magic);
     enqueue::failGroup(ncclInvalidArgument);

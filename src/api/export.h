@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstring>
-#include <exception>
-#include <new>
 #include <type_traits>
 
+#include "core/catching.h"
 #include "core/log.h"
 #include "enqueue/group.h"
 #include "nccl.h"
@@ -23,18 +22,7 @@ namespace weft::api {
 // Runs the body of an entry point; no C++ exception may cross the C ABI.
 template <typename Body>
 ncclResult_t guard(const char* function, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    WEFT_WARN("%s: out of host memory", function);
-    return ncclSystemError;
-  } catch (const std::exception& e) {
-    WEFT_WARN("%s: internal error: %s", function, e.what());
-    return ncclInternalError;
-  } catch (...) {
-    WEFT_WARN("%s: internal error (unknown exception)", function);
-    return ncclInternalError;
-  }
+  return core::callCatching(function, body);
 }
 
 // guard() for a call that may sit inside a group (collectives, communicator creations, splits):

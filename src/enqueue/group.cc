@@ -1,16 +1,15 @@
 #include "enqueue/group.h"
 
 #include <algorithm>
-#include <exception>
 #include <functional>
 #include <iterator>
-#include <new>
 #include <string>
 #include <utility>
 #include <thread>
 #include <vector>
 
 #include "core/call_check.h"
+#include "core/catching.h"
 #include "core/communicator.h"
 #include "core/log.h"
 #include "enqueue/launch.h"
@@ -61,17 +60,8 @@ Status runJobs(const std::vector<DeferredJob>& jobs) {
     lanes[lane].push_back(i);
   }
   auto runLane = [&results, &jobs](const std::vector<size_t>& lane) {
-    for (size_t i : lane) {
-      try {  // a lane's thread must not end the process (std::terminate) on an exception
-        results[i] = jobs[i].run();
-      } catch (const std::bad_alloc&) {
-        WEFT_WARN("a communicator job of ncclGroupEnd ran out of host memory");
-        results[i] = ncclSystemError;
-      } catch (const std::exception& e) {
-        WEFT_WARN("a communicator job of ncclGroupEnd failed: internal error: %s", e.what());
-        results[i] = ncclInternalError;
-      }
-    }
+    // A lane's thread must not end the process (std::terminate) on an exception.
+    for (size_t i : lane) results[i] = core::callCatching("a communicator job of ncclGroupEnd", jobs[i].run);
   };
   if (lanes.size() == 1) {
     runLane(lanes[0]);

@@ -160,6 +160,9 @@ Status canAccessPeer(int device, int peer, bool* can) {
 }
 
 Status enablePeerAccess(int peer) {
+  int current = -1;
+  WEFT_CUDA_TRY(cudaGetDevice(&current));
+  if (current == peer) return ncclSuccess;  // ranks sharing a GPU: nothing to enable (CUDA refuses it)
   cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
   if (e == cudaErrorPeerAccessAlreadyEnabled) {
     (void)cudaGetLastError();  // an expected answer, not an error to leave behind

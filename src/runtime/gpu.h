@@ -55,7 +55,8 @@ struct DeviceProps {
 
 // Can `device` map memory that lives on `peer`?
 [[nodiscard]] Status canAccessPeer(int device, int peer, bool* can);
-// Lets the current device access `peer`'s memory; "already enabled" counts as success.
+// Lets the current device access `peer`'s memory; "already enabled" and `peer` being the current
+// device count as success.
 [[nodiscard]] Status enablePeerAccess(int peer);
 [[nodiscard]] Status deviceSynchronize();
 [[nodiscard]] Status memGetInfo(size_t* freeBytes, size_t* totalBytes);

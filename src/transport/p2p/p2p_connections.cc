@@ -211,9 +211,8 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
       peerBase_[p] = (char*)imported_[p].ptr();
     } else if (sameProcess) {
       // A legacy CUDA IPC handle cannot be opened by its own process: use the pointer with peer
-      // access (the owner's memory must then outlive this communicator's kernels). Ranks sharing
-      // one GPU need no peer access (and CUDA refuses it to the device itself).
-      if (comm->peers[p].cudaDev != comm->cudaDev) WEFT_TRY(runtime::enablePeerAccess(comm->peers[p].cudaDev));
+      // access (the owner's memory must then outlive this communicator's kernels).
+      WEFT_TRY(runtime::enablePeerAccess(comm->peers[p].cudaDev));
       {
         LocalRegistry& reg = localRegistry();
         std::lock_guard<std::mutex> lock(reg.mutex);

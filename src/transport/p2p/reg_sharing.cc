@@ -250,7 +250,7 @@ Status RegSharing::map(ncclComm* comm, int peer, const RegShareMsg& msg, int fd,
   const bool sameProcess = comm->peers[peer].processHash == comm->peers[comm->rank].processHash;
   if (sameProcess && msg.desc.kind == (uint32_t)runtime::MemKind::kLegacyCudaIpc) {
     // CUDA cannot open its own process's IPC handles: the pointer itself, with peer access.
-    if (comm->peers[peer].cudaDev != comm->cudaDev) WEFT_TRY(runtime::enablePeerAccess(comm->peers[peer].cudaDev));
+    WEFT_TRY(runtime::enablePeerAccess(comm->peers[peer].cudaDev));
     base = msg.begin;
   } else {
     const std::string from = peerName(comm, peer);
