@@ -203,6 +203,13 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
     const char* from = fromText.c_str();
     const runtime::IpcMemDesc& d = descs[p];
     WEFT_TRY(runtime::checkIpcMemDesc(d, from));
+    // The kernels address the peer's memory by this rank's idea of its layout: it must all be there.
+    const size_t need = layout_.totalBytes(comm->connectionPlanOf(p));
+    if (d.bytes < need) {
+      WEFT_WARN("rank %d: %s shares %llu bytes of GPU connection memory; its layout needs %zu (do the ranks differ "
+                "in NCCL_BUFFSIZE, channel counts or transports?)", comm->rank, from, (unsigned long long)d.bytes, need);
+      return ncclInternalError;
+    }
     bool sameProcess = comm->peers[p].processHash == me.processHash;
     if (d.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
       util::UniqueFd fd;
