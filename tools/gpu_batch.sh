@@ -25,7 +25,8 @@
 # SHM transport: sweeps, and busbw against NCCL with NCCL_P2P_DISABLE=1 on 2+ GPUs), stackab
 # (OLD=folder: an older library's stack need, memory and speed against these binaries), small (every
 # collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set), destroy (communicators
-# destroyed in threads mode while another one's kernel waits: P2P and SHM, 2 and 4 ranks).
+# destroyed in threads mode while another one's kernel waits: P2P and SHM, 2 and 4 ranks), graphs
+# (CUDA graph extras through the graph work pool, and the pool's growth).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -74,6 +75,7 @@ sweeps_all() {
   sw twoshot "NCCL_ALGO=allreduce:direct NCCL_WEFT_DIRECT_TWO_SHOT=1" -m threads
   sw general "NCCL_WEFT_SPECIAL_KERNELS=0" -m threads
   sw nopdl "NCCL_WEFT_PDL=0" -m threads
+  stage_graphs
   clients
   stage_faults
   stage_misuse
@@ -82,6 +84,15 @@ sweeps_all() {
   stage_zerocopy
   stage_devapi
   STORM_S=20 stage_storm
+}
+
+# CUDA graph extras with every launch's items in the graph work pool (8 items a buffer: reused
+# often), and how many buffers the pool grew to (one INFO line per new buffer).
+stage_graphs() {
+  sw graphpool "NCCL_WEFT_INLINE_WORKS=0 NCCL_WEFT_GRAPH_WORK_ITEMS=8 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL" \
+    -m threads,procs --no-sweep --no-selftest
+  echo "graph work buffers, most per rank: $(grep -oE "graph work buffers: [0-9]+" $L/sw-graphpool.log |
+    awk '{print $4}' | sort -n | tail -1) (of $(grep -c "graph work buffers:" $L/sw-graphpool.log) growth lines)"
 }
 
 stage_latency() {

@@ -170,6 +170,7 @@ Status exchangePeerInfo(ncclComm* comm) {
   comm->peers[comm->rank] = me;
   WEFT_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   WEFT_TRY(checkPeerTable(comm->peers, kAllowSharedGpu.get() != 0));
+  comm->sharesGpu = sharesGpu(comm->peers, comm->rank);
   if (!allOnOneHost(comm->peers)) {
     for (const PeerInfo& p : comm->peers) {
       if (p.hostHash != me.hostHash) {
@@ -267,7 +268,8 @@ Status setupDeviceState(ncclComm* comm) {
 
   WEFT_TRY(runtime::eventCreate(&comm->lastLaunchEvent));
   WEFT_TRY(runtime::eventCreate(&comm->joinEvent));
-  WEFT_TRY(enqueue::refillGraphPool(comm, 0));
+  WEFT_TRY(runtime::eventCreate(&comm->graphLaunchEvent));
+  WEFT_TRY(enqueue::makeGraphWorkPool(comm));
   return ncclSuccess;
 }
 
@@ -419,7 +421,8 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->haveLaunched) dev::reportDeviceProbe(comm->rank);
   if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
-  for (void* p : comm->graphWorkBuffers) runtime::pinnedBlockRelease(p);
+  if (comm->graphLaunchEvent) runtime::destroyEventQuiet(comm->graphLaunchEvent);
+  comm->graphWorks.reset();
   for (void* p : comm->deviceAllocations) runtime::deviceBlockRelease(p);
   runtime::deviceBlockRelease(comm->devComm);
   runtime::deviceBlockRelease(comm->blockArrivals);

@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "device/abi.h"
+#include "enqueue/graph_works.h"
 #include "enqueue/planner.h"
 #include "enqueue/redop.h"
 #include "enqueue/task.h"
@@ -119,17 +120,31 @@ struct ncclComm {
   bool planShapeReady = false;
   weft::enqueue::ChoiceCache planChoices;  // the tuner's answers for planShape
   weft::enqueue::RedOpTable redOps;
-  weft::runtime::Event lastLaunchEvent = nullptr;   // orders launches across user streams
+  // Orders this communicator's stream launches across user streams; what the watchdog, finalize
+  // and free wait for (graph replays do not record it).
+  weft::runtime::Event lastLaunchEvent = nullptr;
   weft::runtime::Event joinEvent = nullptr;         // joins a group's other streams to the launch stream
-  std::vector<void*> graphWorkBuffers;     // work items of launches captured in CUDA graphs
-  // Where the next captured launch puts its items: the rest of the newest graph work buffer
-  // (pinned, mapped). Buffers are made ahead of captures, since allocating during one may break it.
-  weft::dev::DevWork* graphPoolHost = nullptr;
-  weft::dev::DevWork* graphPoolDev = nullptr;
-  uint32_t graphPoolLeft = 0;
+  // NCCL_GRAPH_MIXING_SUPPORT (enqueue/launch.cc): replays of graphs record it after the
+  // communicator's last launch in them; a graph's first launch waits for it and lastLaunchEvent.
+  weft::runtime::Event graphLaunchEvent = nullptr;
+  bool graphsOrdered = false;  // a graph records graphLaunchEvent: stream launches wait for it too
+  // Per graph being captured (the latest few, newest last): the stream and the nodes this
+  // communicator's latest launch in it ended with (a later launch into it on another stream starts
+  // after them) and, with NCCL_GRAPH_MIXING_SUPPORT, the node recording graphLaunchEvent after them.
+  struct CaptureOrder {
+    unsigned long long graphId = 0;
+    weft::runtime::Stream stream = nullptr;
+    std::vector<weft::runtime::GraphNode> tail;
+    weft::runtime::GraphNode record = nullptr;
+  };
+  std::vector<CaptureOrder> captureOrders;
+  std::unique_ptr<weft::enqueue::GraphWorkPool> graphWorks;  // items of captured launches
   std::vector<void*> deviceAllocations;    // rings of the device state (p2p owns the peer tables)
   weft::runtime::Stream lastLaunchStream = nullptr;
-  bool haveLaunched = false;
+  bool haveLaunched = false;  // lastLaunchEvent has been recorded
+  // Another rank of the communicator runs on this GPU (tests only: NCCL_WEFT_ALLOW_GPU_SHARING):
+  // no programmatic dependent launch then (enqueue/launch.cc).
+  bool sharesGpu = false;
   // NCCL_WEFT_HOST_PROFILE=1: host time of the enqueue path, summed per phase (enqueue/launch.cc)
   // and reported when the communicator is freed.
   struct HostProfile {

@@ -85,6 +85,16 @@ bool allOnOneHost(const std::vector<PeerInfo>& peers) {
   return true;
 }
 
+bool sharesGpu(const std::vector<PeerInfo>& peers, int rank) {
+  for (const PeerInfo& p : peers) {
+    if (p.rank != rank && p.hostHash == peers[rank].hostHash &&
+        strncmp(p.busId, peers[rank].busId, sizeof(p.busId)) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool allOnOneGpu(const std::vector<PeerInfo>& peers) {
   if (!allOnOneHost(peers)) return false;
   for (const PeerInfo& p : peers) {

@@ -39,5 +39,7 @@ bool allOnOneHost(const std::vector<PeerInfo>& peers);
 
 // True when every rank uses the same GPU of one host (only with the test-only GPU sharing).
 bool allOnOneGpu(const std::vector<PeerInfo>& peers);
+// Whether another rank runs on the GPU of rank `rank` (tests only: NCCL_WEFT_ALLOW_GPU_SHARING).
+bool sharesGpu(const std::vector<PeerInfo>& peers, int rank);
 
 }  // namespace weft::core

@@ -40,7 +40,13 @@ const param::IntParam kInlineWorks{"NCCL_WEFT_INLINE_WORKS", dev::kMaxInlineWork
 // 0: registered sends never ask for the receiver's buffer (zero-copy off on this rank's sending
 // side). Ranks may differ: a receiver always offers and judges by the sender's marker.
 const param::IntParam kDirectSends{"NCCL_WEFT_P2P_DIRECT", 1};
-constexpr uint32_t kGraphPoolWorks = 4096;  // items per graph work buffer (384 KiB)
+// Items per graph work buffer (4096: 384 KiB); small values make tests hand buffers out again often.
+const param::IntParam kGraphWorkItems{"NCCL_WEFT_GRAPH_WORK_ITEMS", 4096};
+// 1 (default, as NCCL): a communicator's launches captured in CUDA graphs are ordered against its
+// other launches (other graphs, launches outside graphs) on any stream: the graph waits for the
+// communicator's last launch and records its own. 0: graphs are ordered only by the streams they
+// run on (no event nodes, one wait less per launch outside graphs after a capture).
+const param::IntParam kGraphMixing{"NCCL_GRAPH_MIXING_SUPPORT", 1};
 // 1: every communicator sums the host time of its enqueue path per phase and reports it when freed
 // (reportHostProfile): where a stream launch's host time goes. Off: one branch per phase.
 const param::IntParam kHostProfile{"NCCL_WEFT_HOST_PROFILE", 0};
@@ -118,26 +124,13 @@ Status reserveFifo(ncclComm* comm, uint32_t n, uint32_t* first) {
   }
 }
 
-// Reserves `n` items of graph work memory. A captured graph keeps its items until the
-// communicator is destroyed. The pool is refilled outside captures (refillGraphPool); should a
-// capture outgrow it, a new buffer is allocated in relaxed capture mode.
-Status takeGraphWorks(ncclComm* comm, uint32_t n, dev::DevWork** host, const dev::DevWork** devView) {
-  if (comm->graphPoolLeft < n) {
-    runtime::RelaxedCaptureMode relaxed;  // an allocation is not allowed in a strict capture
-    WEFT_TRY(refillGraphPool(comm, n));
-  }
-  *host = comm->graphPoolHost;
-  *devView = comm->graphPoolDev;
-  comm->graphPoolHost += n;
-  comm->graphPoolDev += n;
-  comm->graphPoolLeft -= n;
-  return ncclSuccess;
-}
-
 // Writes one launch's items and returns its kernel arguments. A launch of few items carries
-// them in the kernel parameters; otherwise they go to the FIFO, or for graph captures to a buffer
-// of their own (the FIFO slots would be reused before the graph replays).
-Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, dev::DevKernelArgs* args) {
+// them in the kernel parameters; otherwise they go to the FIFO, or for a launch captured on
+// `captureStream` (nullptr: none) into graph `graphId` to the graph work pool (the FIFO slots
+// would be reused before the graph replays).
+Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, runtime::Stream captureStream,
+                  unsigned long long graphId, dev::DevKernelArgs* args) {
+  const bool capturing = captureStream != nullptr;
   uint32_t total = (uint32_t)launch.workCount();
   *args = dev::DevKernelArgs{};
   args->comm = comm->devComm;
@@ -150,7 +143,13 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, bool capturing, d
     dst = args->inlineWorks;
     args->worksInline = 1;
   } else if (capturing) {
-    WEFT_TRY(takeGraphWorks(comm, total, &dst, &args->works));
+    const size_t buffers = comm->graphWorks->bufferCount();
+    WEFT_TRY(comm->graphWorks->take(total, captureStream, graphId, &dst, &args->works));
+    if (comm->graphWorks->bufferCount() != buffers) {
+      WEFT_INFO(log::kColl, "rank %d: graph work buffers: %zu (%zu held by graphs); NCCL_WEFT_GRAPH_WORK_ITEMS=%lld",
+                comm->rank, comm->graphWorks->bufferCount(), comm->graphWorks->heldCount(),
+                (long long)kGraphWorkItems.get());
+    }
     args->worksMask = ~0u;
     args->fifoConsumed = nullptr;
   } else {
@@ -194,6 +193,7 @@ struct CommLaunches {
   std::vector<PlannedLaunch> launches;
   std::vector<runtime::Stream> streams;
   bool capturing = false;
+  unsigned long long graphId = 0;  // the graph being captured, when capturing
 
   bool hasWork() const { return !launches.empty() || !copies.empty(); }
   // Empties the record and keeps its vectors' storage.
@@ -204,6 +204,7 @@ struct CommLaunches {
     launches.clear();
     streams.clear();
     capturing = false;
+    graphId = 0;
   }
 };
 
@@ -214,6 +215,58 @@ std::vector<CommLaunches>& launchRecords(size_t count) {
   records.resize(count);
   for (CommLaunches& r : records) r.reset();
   return records;
+}
+
+bool graphMixing() {
+  static const bool on = kGraphMixing.get() != 0 && runtime::captureNodesSupported();
+  return on;
+}
+
+// The communicator's record for the graph `graphId`, if any.
+ncclComm::CaptureOrder* findCaptureOrder(ncclComm* comm, unsigned long long graphId) {
+  for (ncclComm::CaptureOrder& o : comm->captureOrders)
+    if (o.graphId == graphId) return &o;
+  return nullptr;
+}
+
+// A launch captured into a graph: after the communicator's previous launch in that graph, also
+// when captured on another stream forked from the same capture. With NCCL_GRAPH_MIXING_SUPPORT the
+// graph's first launch also waits, at each replay, for the communicator's latest launches elsewhere
+// (lastLaunchEvent: on streams; graphLaunchEvent: in graphs), and finish() records
+// graphLaunchEvent after the graph's latest launch.
+Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long graphId) {
+  if (ncclComm::CaptureOrder* order = findCaptureOrder(comm, graphId)) {
+    if (stream != order->stream && runtime::captureNodesSupported()) {
+      WEFT_TRY(runtime::captureAddDependencies(stream, order->tail));
+    }
+    return ncclSuccess;
+  }
+  // Captures of one communicator rarely interleave; the oldest records are of ended ones.
+  constexpr size_t kKeptCaptures = 8;
+  std::vector<ncclComm::CaptureOrder>& orders = comm->captureOrders;
+  if (orders.size() >= kKeptCaptures) orders.erase(orders.begin());
+  orders.push_back(ncclComm::CaptureOrder{});
+  orders.back().graphId = graphId;
+  if (graphMixing()) {
+    WEFT_TRY(runtime::captureWaitEvent(stream, comm->lastLaunchEvent));
+    WEFT_TRY(runtime::captureWaitEvent(stream, comm->graphLaunchEvent));
+    comm->graphsOrdered = true;
+  }
+  return ncclSuccess;
+}
+
+// After a captured launch: where it ended and, with NCCL_GRAPH_MIXING_SUPPORT, the graph's one
+// record of graphLaunchEvent moved behind it (behind the graph's latest launch only, so that the
+// launches stay a chain of kernels: CUDA runs a chain faster than kernels that branch out).
+Status noteCapturedLaunch(ncclComm* comm, runtime::Stream stream, unsigned long long graphId) {
+  ncclComm::CaptureOrder* order = findCaptureOrder(comm, graphId);
+  if (!runtime::captureNodesSupported() || order == nullptr) return ncclSuccess;
+  WEFT_TRY(runtime::captureFrontier(stream, &order->tail));
+  order->stream = stream;
+  if (graphMixing()) {
+    WEFT_TRY(runtime::captureRecordEventAfter(stream, comm->graphLaunchEvent, order->tail, &order->record));
+  }
+  return ncclSuccess;
 }
 
 // Takes the queued tasks, plans them and makes the first stream wait for the others and for the
@@ -242,10 +295,16 @@ Status prepare(ncclComm* comm, runtime::ScopedDevice* device, CommLaunches* out)
     return ncclInvalidUsage;
   }
   out->capturing = capture.status == runtime::CaptureStatus::kActive;
+  out->graphId = capture.graphId;
   // Kernels of one communicator must not overlap: they share connections and step counters.
-  // (A captured graph is ordered by its own edges; waiting on an event from outside is not allowed.)
-  if (!out->capturing && comm->haveLaunched && comm->lastLaunchStream != stream) {
-    WEFT_TRY(runtime::streamWaitEvent(stream, comm->lastLaunchEvent));
+  if (out->capturing) {
+    WEFT_TRY(orderCapture(comm, stream, out->graphId));
+  } else {
+    if (comm->haveLaunched && comm->lastLaunchStream != stream) {
+      WEFT_TRY(runtime::streamWaitEvent(stream, comm->lastLaunchEvent));
+    }
+    // A graph may have been replayed on another stream since (no way to know, so always).
+    if (comm->graphsOrdered) WEFT_TRY(runtime::streamWaitEvent(stream, comm->graphLaunchEvent));
   }
   for (size_t i = 1; i < out->streams.size(); ++i) {
     WEFT_TRY(runtime::eventRecord(comm->joinEvent, out->streams[i]));
@@ -378,12 +437,16 @@ Status launchOne(const CommLaunches& c, size_t index, runtime::ScopedDevice* dev
   ncclComm::HostProfile& profile = c.comm->hostProfile;
   Clock::time_point t = profiling() ? Clock::now() : Clock::time_point{};
   dev::DevKernelArgs args;
-  WEFT_TRY(writeWorks(c.comm, launch, c.capturing, &args));
+  WEFT_TRY(writeWorks(c.comm, launch, c.capturing ? c.streams[0] : nullptr, c.graphId, &args));
   if (profiling()) lap(&t, &profile.writeUs);
   void* params[] = {&args};
+  // Not where ranks share the GPU (tests only): their kernels must all be resident at once, and a
+  // kernel launched early holds SMs while it waits for the one before it, which may wait for
+  // another rank's kernel that then finds no SM free (4 ranks on one H100, CUDA graphs: a hang).
   static const bool overlap = kOverlapLaunches.get() != 0;
   Status launched = runtime::launchKernel(fn, runtime::Dim3(args.nBlocks), runtime::Dim3(dev::kernelThreads(proto)),
-                                          params, dev::kernelDynamicSmem(proto), c.streams[0], overlap);
+                                          params, dev::kernelDynamicSmem(proto), c.streams[0],
+                                          overlap && !c.comm->sharesGpu);
   if (profiling()) {
     lap(&t, &profile.launchUs);
     profile.launches++;
@@ -430,6 +493,7 @@ Status finish(const CommLaunches& c, runtime::ScopedDevice* device) {
   if (!c.hasWork()) return ncclSuccess;
   ncclComm* comm = c.comm;
   WEFT_TRY(device->set(comm->cudaDev));
+  if (c.capturing) WEFT_TRY(noteCapturedLaunch(comm, c.streams[0], c.graphId));
   runtime::Event done = c.capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, c.streams[0]));
   for (size_t i = 1; i < c.streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(c.streams[i], done));
@@ -444,17 +508,20 @@ Status finish(const CommLaunches& c, runtime::ScopedDevice* device) {
 
 }  // namespace
 
-Status refillGraphPool(ncclComm* comm, uint32_t atLeast) {
-  const uint32_t n = std::max(atLeast, kGraphPoolWorks);
-  void* host = nullptr;
-  void* devView = nullptr;
-  WEFT_TRY(runtime::pinnedBlockAcquire(sizeof(dev::DevWork) * n, &host));
-  comm->graphWorkBuffers.push_back(host);
-  WEFT_TRY(runtime::hostDevicePointer(host, &devView));
-  comm->graphPoolHost = (dev::DevWork*)host;
-  comm->graphPoolDev = (dev::DevWork*)devView;
-  comm->graphPoolLeft = n;
-  return ncclSuccess;
+Status makeGraphWorkPool(ncclComm* comm) {
+  GraphWorkPool::Hooks hooks;
+  hooks.alloc = [](size_t bytes, void** host, void** devView) -> Status {
+    runtime::RelaxedCaptureMode relaxed;  // should a capture outgrow the pool: no allocation in a strict one
+    WEFT_TRY(runtime::pinnedBlockAcquire(bytes, host));
+    const Status s = runtime::hostDevicePointer(*host, devView);
+    if (isError(s)) runtime::pinnedBlockRelease(*host);
+    return s;
+  };
+  hooks.free = [](void* host) { runtime::pinnedBlockRelease(host); };
+  if (runtime::captureNodesSupported()) hooks.tie = runtime::captureOnGraphGone;
+  const int64_t items = std::clamp<int64_t>(kGraphWorkItems.get(), 1, 1 << 20);
+  comm->graphWorks = std::make_unique<GraphWorkPool>(std::move(hooks), (uint32_t)items);
+  return comm->graphWorks->reserve();
 }
 
 Status launchQueued(ncclComm* const* comms, size_t count, std::vector<ncclComm*>* untouched) {

@@ -17,9 +17,9 @@ namespace weft::enqueue {
 // gets the communicators whose work failed before any of it reached a stream.
 [[nodiscard]] Status launchQueued(ncclComm* const* comms, size_t count, std::vector<ncclComm*>* untouched = nullptr);
 
-// Makes a new pinned buffer for the work items of captured launches, of at least `atLeast`
-// items; called at communicator creation so that a capture normally allocates nothing.
-[[nodiscard]] Status refillGraphPool(ncclComm* comm, uint32_t atLeast);
+// Makes the communicator's pool for the work items of captured launches, with a first buffer so
+// that a capture normally allocates nothing.
+[[nodiscard]] Status makeGraphWorkPool(ncclComm* comm);
 
 // NCCL_WEFT_HOST_PROFILE=1: logs the communicator's host time per enqueue call and phase (an INFO
 // line: NCCL_DEBUG=INFO shows it). Nothing otherwise.

@@ -382,21 +382,6 @@ Status eventSynchronize(Event event) {
   return ncclSuccess;
 }
 
-Status streamCaptureInfo(Stream stream, CaptureInfo* out) {
-  WEFT_CHECK_ARG(out != nullptr, "streamCaptureInfo: out is NULL");
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  WEFT_CUDA_TRY(cudaStreamGetCaptureInfo(stream, &status, &id));
-  CaptureInfo info;
-  switch (status) {
-    case cudaStreamCaptureStatusActive: info.status = CaptureStatus::kActive; info.graphId = id; break;
-    case cudaStreamCaptureStatusInvalidated: info.status = CaptureStatus::kInvalidated; break;
-    default: info.status = CaptureStatus::kNone; break;
-  }
-  *out = info;
-  return ncclSuccess;
-}
-
 // ---- Kernels and host functions --------------------------------------------------------------
 
 Status launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t smemBytes, Stream stream,
@@ -502,23 +487,5 @@ void freeDeviceQuiet(void* ptr) { (void)deviceFree(ptr); }
 void freeHostQuiet(void* ptr) { (void)hostFree(ptr); }
 void destroyStreamQuiet(Stream stream) { (void)streamDestroy(stream); }
 void destroyEventQuiet(Event event) { (void)eventDestroy(event); }
-
-}  // namespace weft::runtime
-
-namespace weft::runtime {
-
-RelaxedCaptureMode::RelaxedCaptureMode() {
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
-    (void)cudaGetLastError();
-    mode = cudaStreamCaptureModeRelaxed;
-  }
-  saved_ = (int)mode;
-}
-
-RelaxedCaptureMode::~RelaxedCaptureMode() {
-  cudaStreamCaptureMode mode = (cudaStreamCaptureMode)saved_;
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) (void)cudaGetLastError();
-}
 
 }  // namespace weft::runtime

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -111,6 +112,27 @@ struct CaptureInfo {
 };
 // Whether work enqueued on `stream` now would be captured into a CUDA graph.
 [[nodiscard]] Status streamCaptureInfo(Stream stream, CaptureInfo* out);
+
+// The calls below work on the graph being captured on `stream` (graph_capture.cc). Where the
+// runtime lacks external event nodes and graph user objects (HIP 5.2) they answer
+// ncclInvalidUsage; captureNodesSupported() says which.
+using GraphNode = void*;  // a node of the graph being captured (opaque)
+bool captureNodesSupported();
+// Work captured after this on `stream` waits, each time the graph runs, for what `event`'s latest
+// record covers when the graph is launched (an external event wait node).
+[[nodiscard]] Status captureWaitEvent(Stream stream, Event event);
+// The nodes that work captured next on `stream` would depend on.
+[[nodiscard]] Status captureFrontier(Stream stream, std::vector<GraphNode>* nodes);
+// Work captured next on `stream` also depends on `nodes` (of the same graph).
+[[nodiscard]] Status captureAddDependencies(Stream stream, const std::vector<GraphNode>& nodes);
+// A node recording `event` that depends on exactly `after`, on a side branch: nothing captured
+// later waits for it. *node == nullptr: a new node, returned in *node; otherwise that node's
+// dependencies are replaced by `after`.
+[[nodiscard]] Status captureRecordEventAfter(Stream stream, Event event, const std::vector<GraphNode>& after,
+                                             GraphNode* node);
+// release(arg) is called (on a CUDA thread; it must not call CUDA) once the graph and every
+// executable graph made from it are destroyed and their launches done. On failure it is never called.
+[[nodiscard]] Status captureOnGraphGone(Stream stream, HostFn release, void* arg);
 
 // ---------------------------------------------------------------------------------------------
 // Kernels and host functions

@@ -1,5 +1,5 @@
-// Tests beyond the case sweep, part 1: communicator queries, back-to-back ordering, CUDA graph
-// capture and replay, ncclMemAlloc'd buffers; and the helpers the other extras use.
+// Tests beyond the case sweep, part 1: communicator queries, back-to-back ordering, ncclMemAlloc'd
+// buffers; and the helpers the other extras use.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -11,8 +11,6 @@
 #include "sweep_host.h"
 
 namespace sweep {
-
-namespace {
 
 uint64_t roundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -27,6 +25,8 @@ bool syncAndCopy(RankCtx& x, int slots, std::string* why) {
   }
   return true;
 }
+
+namespace {
 
 void testQueries(std::vector<RankCtx*>& L) {
   int version = 0;
@@ -182,123 +182,6 @@ void testOrdering(std::vector<RankCtx*>& L, const Options& o) {
   }
   addExtraAll(L, "ordering: 100 dependent in-place allreduces", pass ? 1 : 0,
               pass ? "uint32 x4099, result = sum * nranks^99 (mod 2^32)" : why);
-}
-
-void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) {
-  constexpr int kReplays = 100;
-  const int n = L[0]->nranks;
-  std::vector<cudaStreamCaptureMode> modes;
-  // Global capture forbids unsafe CUDA calls of *other* threads; with one thread per GPU in this
-  // process the peers' own calls would break it, so that mode uses thread-local capture only.
-  if (!threadedRanks) modes.push_back(cudaStreamCaptureModeGlobal);
-  modes.push_back(cudaStreamCaptureModeThreadLocal);
-  for (cudaStreamCaptureMode mode : modes) {
-    const char* modeName = mode == cudaStreamCaptureModeGlobal ? "global" : "thread-local";
-    // An all-reduce, a ring of sends and an all-to-all. Run before anything else on a new
-    // communicator (coll_sweep --no-selftest --no-sweep), the capture is where the all-to-all's
-    // point-to-point connections are made (first use).
-    std::vector<Case> cases(3);
-    cases[0].coll = kAllReduce;
-    cases[0].op = kSum;
-    cases[1].coll = kSendRecvRing;
-    cases[2].coll = kAlltoAll;
-    uint64_t offset = 0;
-    std::vector<uint64_t> offsets;
-    for (Case& c : cases) {
-      c.type = ncclFloat;
-      c.count = 65537;
-      offsets.push_back(offset);
-      offset += roundUp(areaBytesFor(c, n), 256);
-    }
-    const size_t nc = cases.size();
-    std::vector<std::vector<Placement>> places(L.size(), std::vector<Placement>(nc));
-    for (size_t l = 0; l < L.size(); ++l)
-      for (size_t k = 0; k < nc; ++k)
-        places[l][k] = place(cases[k], L[l]->rank, n, L[l]->sendBase + offsets[k], L[l]->recvBase + offsets[k]);
-    std::string why;
-    std::vector<cudaGraph_t> graphs(L.size(), nullptr);
-    std::vector<cudaGraphExec_t> execs(L.size(), nullptr);
-    for (RankCtx* x : L) {
-      cudaSetDevice(x->dev);
-      const cudaError_t e = cudaStreamBeginCapture(x->stream, mode);
-      if (e != cudaSuccess) why = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(e);
-    }
-    if (why.empty()) {
-      size_t l = 0;
-      const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
-        ncclResult_t first = ncclSuccess;
-        for (size_t k = 0; k < nc; ++k) {
-          const ncclResult_t rk = issueCase(cases[k], places[l][k], ncclSum, x.rank, n, x.comm, x.stream);
-          if (first == ncclSuccess) first = rk;
-        }
-        ++l;
-        return first;
-      });
-      if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
-    }
-    // End every capture before instantiating any graph: cudaGraphInstantiate is not allowed while
-    // this thread (or, in global mode, any thread) still captures another GPU's stream.
-    for (size_t l = 0; l < L.size(); ++l) {  // always end the capture, even after an error
-      cudaSetDevice(L[l]->dev);
-      const cudaError_t e = cudaStreamEndCapture(L[l]->stream, &graphs[l]);
-      if (e != cudaSuccess && why.empty()) why = std::string("end capture: ") + cudaGetErrorString(e);
-    }
-    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
-      cudaSetDevice(L[l]->dev);
-      const cudaError_t e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
-      if (e != cudaSuccess) why = std::string("instantiate: ") + cudaGetErrorString(e);
-    }
-    bool pass = why.empty();
-    if (pass) {
-      for (RankCtx* x : L) {
-        cudaSetDevice(x->dev);
-        cudaMemsetAsync(x->dRes, 0, sizeof(CheckResult) * nc * kReplays, x->stream);
-      }
-      for (int it = 0; it < kReplays && pass; ++it) {
-        std::vector<Case> fresh = cases;
-        // new inputs every replay: a replay that did nothing fails
-        for (size_t k = 0; k < nc; ++k) fresh[k].seed = o.seed * 31337 + nc * it + k;
-        for (size_t l = 0; l < L.size(); ++l) {
-          RankCtx& x = *L[l];
-          cudaSetDevice(x.dev);
-          for (size_t k = 0; k < nc; ++k)
-            prepareCase(fresh[k], places[l][k], paramsFor(fresh[k], x.rank, n), x.stream, x.recvBase + offsets[k]);
-          const cudaError_t e = cudaGraphLaunch(execs[l], x.stream);
-          if (e != cudaSuccess) {
-            why = std::string("cudaGraphLaunch: ") + cudaGetErrorString(e);
-            pass = false;
-          }
-          for (size_t k = 0; k < nc; ++k)
-            checkCase(fresh[k], places[l][k], paramsFor(fresh[k], x.rank, n), x.dRes + nc * it + k, x.stream,
-                      x.recvBase + offsets[k]);
-        }
-      }
-      int bad = 0;
-      for (RankCtx* x : L) {
-        if (!syncAndCopy(*x, (int)(nc * kReplays), &why)) {
-          pass = false;
-          break;
-        }
-        for (int it = 0; it < kReplays; ++it) {
-          const std::string ctx = std::string("graph replay ") + std::to_string(it) + ": ";
-          for (size_t k = 0; k < nc; ++k)
-            if (!evaluate(*x, cases[k], x->hRes[nc * it + k], ctx.c_str())) ++bad;
-        }
-      }
-      if (bad) {
-        pass = false;
-        why = std::to_string(bad) + " replay checks failed";
-      }
-    }
-    for (size_t l = 0; l < L.size(); ++l) {
-      cudaSetDevice(L[l]->dev);
-      if (execs[l]) cudaGraphExecDestroy(execs[l]);
-      if (graphs[l]) cudaGraphDestroy(graphs[l]);
-    }
-    addExtraAll(L, std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv ring + all-to-all, 100 replays",
-                pass ? 1 : 0, pass ? "every replay checked with fresh inputs" : why);
-    watchNote(L[0]->rank, "extras: graph %s done", modeName);
-  }
 }
 
 void testMemAlloc(std::vector<RankCtx*>& L) {

@@ -201,6 +201,14 @@ ncclResult_t finalizeAndDestroy(std::vector<RankCtx*>& locals, std::vector<ncclC
 
 // --- sweep_extras.cc
 void runExtras(std::vector<RankCtx*>& locals, const Options& o, IdChannel& ids, bool threadedRanks);
+uint64_t roundUp(uint64_t v, uint64_t a);
+// Waits for the rank's stream and copies its first `slots` results to hRes; false (and *why) on a CUDA error.
+bool syncAndCopy(RankCtx& x, int slots, std::string* why);
+
+// --- sweep_graphs.cc
+// CUDA graphs: capture and replay, replays mixed with calls outside graphs, graphs made and
+// destroyed beside a live one. Threaded ranks (one thread per GPU) skip global-mode capture.
+void testGraphs(std::vector<RankCtx*>& locals, const Options& o, bool threadedRanks);
 // ncclCommFinalize (grouped) then ncclCommDestroy of every local main communicator; records an extra.
 void finalizeAndDestroyMain(std::vector<RankCtx*>& locals);
 

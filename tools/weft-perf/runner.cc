@@ -199,6 +199,24 @@ void runPlacement(std::vector<Slot>& slots, const Options& opts, const Case& c, 
   for (int i = 0; i < opts.warmup; ++i) launchOps(slots, c, shape, nranks);
 
   std::vector<cudaGraphExec_t> graphs;
+  // WEFT_PERF_CAPTURE_FIRST=1 (stream mode): one iteration is captured into a graph (then
+  // destroyed) before the timed launches: what a communicator's launches outside graphs cost once
+  // it has been captured (NCCL_GRAPH_MIXING_SUPPORT orders them against graph replays).
+  if (opts.graphLaunches == 0 && std::getenv("WEFT_PERF_CAPTURE_FIRST") != nullptr) {
+    const cudaStreamCaptureMode mode = opts.threads > 1 ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
+    for (Slot& s : slots) {
+      PERF_CUDA(cudaSetDevice(s.device), s.rank);
+      PERF_CUDA(cudaStreamSynchronize(s.stream), s.rank);
+      PERF_CUDA(cudaStreamBeginCapture(s.stream, mode), s.rank);
+    }
+    launchOps(slots, c, shape, nranks);
+    for (Slot& s : slots) {
+      cudaGraph_t captured = nullptr;
+      PERF_CUDA(cudaSetDevice(s.device), s.rank);
+      PERF_CUDA(cudaStreamEndCapture(s.stream, &captured), s.rank);
+      PERF_CUDA(cudaGraphDestroy(captured), s.rank);
+    }
+  }
   if (opts.graphLaunches > 0) {
     // Capture the timed iterations once per GPU; several threads capture at the same time, so
     // each keeps its capture to itself.

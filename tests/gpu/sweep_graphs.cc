@@ -1,0 +1,367 @@
+// Tests beyond the case sweep, CUDA graphs: capture and 100 replays; replays mixed with launches
+// outside graphs on another stream (NCCL_GRAPH_MIXING_SUPPORT); calls captured on forked streams;
+// graphs made and destroyed over and over beside one kept alive (the graph work pool reuses memory).
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "sweep_host.h"
+
+namespace sweep {
+namespace {
+
+// One allreduce case per entry, float sum, laid out one after the other in the ranks' areas.
+struct CaseSet {
+  std::vector<Case> cases;
+  std::vector<uint64_t> offsets;
+  std::vector<std::vector<Placement>> places;  // [local rank][case]
+};
+
+CaseSet layOut(std::vector<RankCtx*>& L, std::vector<Case> cases) {
+  CaseSet s;
+  const int n = L[0]->nranks;
+  uint64_t offset = 0;
+  for (Case& c : cases) {
+    s.offsets.push_back(offset);
+    offset += roundUp(areaBytesFor(c, n), 256);
+  }
+  s.cases = std::move(cases);
+  s.places.assign(L.size(), std::vector<Placement>(s.cases.size()));
+  for (size_t l = 0; l < L.size(); ++l)
+    for (size_t k = 0; k < s.cases.size(); ++k)
+      s.places[l][k] = place(s.cases[k], L[l]->rank, n, L[l]->sendBase + s.offsets[k], L[l]->recvBase + s.offsets[k]);
+  return s;
+}
+
+Case allReduce(uint64_t count) {
+  Case c;
+  c.coll = kAllReduce;
+  c.op = kSum;
+  c.type = ncclFloat;
+  c.count = count;
+  return c;
+}
+
+// Captures, on every local rank's stream, the cases `which` of `s` (issued by one groupCall) and
+// instantiates the graphs. Empty on success, else what failed (the captures are ended either way).
+std::string capture(std::vector<RankCtx*>& L, cudaStreamCaptureMode mode, const CaseSet& s,
+                    const std::vector<size_t>& which, std::vector<cudaGraph_t>* graphs,
+                    std::vector<cudaGraphExec_t>* execs) {
+  std::string why;
+  const int n = L[0]->nranks;
+  graphs->assign(L.size(), nullptr);
+  execs->assign(L.size(), nullptr);
+  for (RankCtx* x : L) {
+    cudaSetDevice(x->dev);
+    const cudaError_t e = cudaStreamBeginCapture(x->stream, mode);
+    if (e != cudaSuccess) why = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(e);
+  }
+  if (why.empty()) {
+    size_t l = 0;
+    const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
+      ncclResult_t first = ncclSuccess;
+      for (size_t k : which) {
+        const ncclResult_t rk = issueCase(s.cases[k], s.places[l][k], ncclSum, x.rank, n, x.comm, x.stream);
+        if (first == ncclSuccess) first = rk;
+      }
+      ++l;
+      return first;
+    });
+    if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
+  }
+  // End every capture before instantiating any graph: cudaGraphInstantiate is not allowed while
+  // this thread (or, in global mode, any thread) still captures another GPU's stream.
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    const cudaError_t e = cudaStreamEndCapture(L[l]->stream, &(*graphs)[l]);
+    if (e != cudaSuccess && why.empty()) why = std::string("end capture: ") + cudaGetErrorString(e);
+  }
+  for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    const cudaError_t e = cudaGraphInstantiate(&(*execs)[l], (*graphs)[l], 0);
+    if (e != cudaSuccess) why = std::string("instantiate: ") + cudaGetErrorString(e);
+  }
+  return why;
+}
+
+void destroyGraphs(std::vector<RankCtx*>& L, std::vector<cudaGraph_t>& graphs, std::vector<cudaGraphExec_t>& execs) {
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    if (execs[l]) cudaGraphExecDestroy(execs[l]);
+    if (graphs[l]) cudaGraphDestroy(graphs[l]);
+    execs[l] = nullptr;
+    graphs[l] = nullptr;
+  }
+}
+
+// Fresh inputs for case k (a run that did nothing, or ran on stale items, fails its check).
+Case fresh(const CaseSet& s, size_t k, uint64_t seed) {
+  Case c = s.cases[k];
+  c.seed = seed;
+  return c;
+}
+
+// Rank l: poisons the outputs and writes the inputs of cases `which` on `stream`, runs `launch`
+// there, then queues their checks into result slots firstSlot... Returns a CUDA error text or "".
+template <typename Launch>
+std::string runChecked(RankCtx& x, size_t l, const CaseSet& s, const std::vector<size_t>& which, uint64_t seed,
+                       int firstSlot, cudaStream_t stream, Launch&& launch) {
+  const int n = x.nranks;
+  cudaSetDevice(x.dev);
+  for (size_t k : which) {
+    const Case c = fresh(s, k, seed + k);
+    prepareCase(c, s.places[l][k], paramsFor(c, x.rank, n), stream, x.recvBase + s.offsets[k]);
+  }
+  const std::string failed = launch();
+  int slot = firstSlot;
+  for (size_t k : which) {
+    const Case c = fresh(s, k, seed + k);
+    checkCase(c, s.places[l][k], paramsFor(c, x.rank, n), x.dRes + slot++, stream, x.recvBase + s.offsets[k]);
+  }
+  return failed;
+}
+
+std::string graphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  const cudaError_t e = cudaGraphLaunch(exec, stream);
+  return e == cudaSuccess ? "" : std::string("cudaGraphLaunch: ") + cudaGetErrorString(e);
+}
+
+// Copies `slots` results of every rank (after its streams are done) and evaluates them against
+// `caseOfSlot`. Empty when all passed.
+std::string evaluateSlots(std::vector<RankCtx*>& L, const CaseSet& s, const std::vector<size_t>& caseOfSlot,
+                          const char* context) {
+  std::string why;
+  int bad = 0;
+  for (RankCtx* x : L) {
+    if (!syncAndCopy(*x, (int)caseOfSlot.size(), &why)) return why;
+    for (size_t slot = 0; slot < caseOfSlot.size(); ++slot)
+      if (!evaluate(*x, s.cases[caseOfSlot[slot]], x->hRes[slot], context)) ++bad;
+  }
+  return bad ? std::to_string(bad) + " checks failed" : "";
+}
+
+void testCaptureAndReplay(std::vector<RankCtx*>& L, const Options& o, cudaStreamCaptureMode mode) {
+  constexpr int kReplays = 100;
+  const char* modeName = mode == cudaStreamCaptureModeGlobal ? "global" : "thread-local";
+  // An all-reduce, a ring of sends and an all-to-all. Run before anything else on a new
+  // communicator (coll_sweep --no-selftest --no-sweep), the capture is where the all-to-all's
+  // point-to-point connections are made (first use).
+  std::vector<Case> cases(3, allReduce(65537));
+  cases[1].coll = kSendRecvRing;
+  cases[2].coll = kAlltoAll;
+  const CaseSet s = layOut(L, cases);
+  const std::vector<size_t> all = {0, 1, 2};
+  const size_t nc = all.size();
+  std::vector<cudaGraph_t> graphs;
+  std::vector<cudaGraphExec_t> execs;
+  std::string why = capture(L, mode, s, all, &graphs, &execs);
+  if (why.empty()) {
+    for (RankCtx* x : L) {
+      cudaSetDevice(x->dev);
+      cudaMemsetAsync(x->dRes, 0, sizeof(CheckResult) * nc * kReplays, x->stream);
+    }
+    std::vector<size_t> caseOfSlot;
+    for (int it = 0; it < kReplays && why.empty(); ++it) {
+      for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+        RankCtx& x = *L[l];
+        why = runChecked(x, l, s, all, o.seed * 31337 + nc * it, (int)(nc * it), x.stream,
+                         [&] { return graphLaunch(execs[l], x.stream); });
+      }
+      caseOfSlot.insert(caseOfSlot.end(), all.begin(), all.end());
+    }
+    if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "graph replay: ");
+  }
+  destroyGraphs(L, graphs, execs);
+  addExtraAll(L, std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv ring + all-to-all, 100 replays",
+              why.empty() ? 1 : 0, why.empty() ? "every replay checked with fresh inputs" : why);
+  watchNote(L[0]->rank, "extras: graph %s done", modeName);
+}
+
+// Graph replays on the rank's stream and calls outside graphs on a second stream, with nothing
+// ordering the two streams but the library (NCCL_GRAPH_MIXING_SUPPORT, on by default). Unordered,
+// a replay and a call of one communicator could run at once over the same connections, or in
+// different orders on different ranks: wrong data or a hang.
+void testGraphAndStreamMixed(std::vector<RankCtx*>& L, const Options& o) {
+  const char* name = "CUDA graph replays on one stream, calls outside graphs on another, unsynchronized";
+  // SWEEP_MIXED_UNORDERED=1 runs it with the ordering off too: the check that it catches the fault.
+  const char* env = std::getenv("NCCL_GRAPH_MIXING_SUPPORT");
+  const char* anyway = std::getenv("SWEEP_MIXED_UNORDERED");
+  if (env && std::atoi(env) == 0 && !(anyway && std::atoi(anyway) == 1)) {
+    watchNote(L[0]->rank, "extras: mixed graphs skipped (NCCL_GRAPH_MIXING_SUPPORT=0)");
+    return;
+  }
+  constexpr int kRounds = 40;
+  const CaseSet s = layOut(L, {allReduce(65537), allReduce(300007)});
+  std::vector<cudaStream_t> side(L.size(), nullptr);
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    cudaStreamCreateWithFlags(&side[l], cudaStreamNonBlocking);
+  }
+  std::vector<cudaGraph_t> graphs;
+  std::vector<cudaGraphExec_t> execs;
+  std::string why = capture(L, cudaStreamCaptureModeThreadLocal, s, {0}, &graphs, &execs);
+  std::vector<size_t> caseOfSlot;
+  for (int it = 0; it < kRounds && why.empty(); ++it) {
+    const uint64_t seed = o.seed * 7919 + 2 * it;
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      RankCtx& x = *L[l];
+      why = runChecked(x, l, s, {0}, seed, 2 * it, x.stream, [&] { return graphLaunch(execs[l], x.stream); });
+    }
+    // The eager call: every local rank's inputs first, then one grouped call, then the checks.
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      RankCtx& x = *L[l];
+      const Case c = fresh(s, 1, seed + 1);
+      prepareCase(c, s.places[l][1], paramsFor(c, x.rank, x.nranks), side[l], x.recvBase + s.offsets[1]);
+    }
+    size_t l = 0;
+    const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
+      const size_t me = l++;
+      return issueCase(fresh(s, 1, seed + 1), s.places[me][1], ncclSum, x.rank, x.nranks, x.comm, side[me]);
+    });
+    if (r != ncclSuccess && why.empty()) why = std::string("call outside the graph: ") + ncclGetErrorString(r);
+    for (size_t m = 0; m < L.size() && why.empty(); ++m) {
+      RankCtx& x = *L[m];
+      const Case c = fresh(s, 1, seed + 1);
+      checkCase(c, s.places[m][1], paramsFor(c, x.rank, x.nranks), x.dRes + 2 * it + 1, side[m],
+                x.recvBase + s.offsets[1]);
+    }
+    caseOfSlot.push_back(0);
+    caseOfSlot.push_back(1);
+  }
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    const cudaError_t e = cudaStreamSynchronize(side[l]);
+    if (e != cudaSuccess && why.empty()) why = std::string("second stream: ") + cudaGetErrorString(e);
+  }
+  if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "mixed graph/stream: ");
+  destroyGraphs(L, graphs, execs);
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    cudaStreamDestroy(side[l]);
+  }
+  addExtraAll(L, name, why.empty() ? 1 : 0,
+              why.empty() ? std::to_string(kRounds) + " rounds of allreduce replay + allreduce call, all checked" : why);
+  watchNote(L[0]->rank, "extras: mixed graphs done");
+}
+
+// One graph stays alive while 40 others are captured, replayed and destroyed; then it is replayed
+// again. The pool of captured work items hands memory of destroyed graphs out again: the live
+// graph's items must not be among it. (NCCL_WEFT_INLINE_WORKS=0 NCCL_WEFT_GRAPH_WORK_ITEMS=8 send
+// every launch's items through the pool with a buffer of 8 items.)
+void testGraphWorkReuse(std::vector<RankCtx*>& L, const Options& o) {
+  constexpr int kChurn = 40;
+  const CaseSet s = layOut(L, {allReduce(131071), allReduce(65537), allReduce(4099)});
+  std::vector<cudaGraph_t> kept, churned;
+  std::vector<cudaGraphExec_t> keptExecs, churnedExecs;
+  std::string why = capture(L, cudaStreamCaptureModeThreadLocal, s, {0}, &kept, &keptExecs);
+  std::vector<size_t> caseOfSlot;
+  auto replayKept = [&](uint64_t seed) {
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      RankCtx& x = *L[l];
+      why = runChecked(x, l, s, {0}, seed, (int)caseOfSlot.size(), x.stream,
+                       [&] { return graphLaunch(keptExecs[l], x.stream); });
+    }
+    caseOfSlot.push_back(0);
+  };
+  if (why.empty()) replayKept(o.seed * 104729);
+  for (int it = 0; it < kChurn && why.empty(); ++it) {
+    why = capture(L, cudaStreamCaptureModeThreadLocal, s, {1, 2}, &churned, &churnedExecs);
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      RankCtx& x = *L[l];
+      why = runChecked(x, l, s, {1, 2}, o.seed * 131 + 2 * it, (int)caseOfSlot.size(), x.stream,
+                       [&] { return graphLaunch(churnedExecs[l], x.stream); });
+    }
+    caseOfSlot.push_back(1);
+    caseOfSlot.push_back(2);
+    // Destroyed while its replay may still run: CUDA hands the items back only after it is done.
+    destroyGraphs(L, churned, churnedExecs);
+    if (caseOfSlot.size() + 3 > (size_t)L[0]->resSlots || it == kChurn - 1) {
+      if (why.empty()) replayKept(o.seed * 104729 + it);
+      if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "graph work reuse: ");
+      caseOfSlot.clear();
+    }
+  }
+  destroyGraphs(L, kept, keptExecs);
+  addExtraAll(L, "CUDA graph kept alive while 40 others are captured, replayed and destroyed", why.empty() ? 1 : 0,
+              why.empty() ? "every replay of both checked" : why);
+  watchNote(L[0]->rank, "extras: graph work reuse done");
+}
+
+// Two calls of one communicator captured into one graph on two streams forked from the captured
+// one, with no edge between them from the caller: the library puts the second after the first
+// (their kernels share connections). Replayed 20 times, every result checked.
+void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
+  constexpr int kReplays = 20;
+  const CaseSet s = layOut(L, {allReduce(65537), allReduce(200003)});
+  std::vector<cudaStream_t> side(L.size(), nullptr);
+  std::vector<cudaEvent_t> fork(L.size(), nullptr), join(L.size(), nullptr);
+  std::vector<cudaGraph_t> graphs(L.size(), nullptr);
+  std::vector<cudaGraphExec_t> execs(L.size(), nullptr);
+  std::string why;
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    cudaStreamCreateWithFlags(&side[l], cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&fork[l], cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&join[l], cudaEventDisableTiming);
+    cudaError_t e = cudaStreamBeginCapture(L[l]->stream, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) e = cudaEventRecord(fork[l], L[l]->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(side[l], fork[l], 0);  // side joins the capture
+    if (e != cudaSuccess && why.empty()) why = std::string("fork: ") + cudaGetErrorString(e);
+  }
+  for (size_t k = 0; k < 2 && why.empty(); ++k) {
+    size_t l = 0;
+    const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
+      const size_t me = l++;
+      return issueCase(s.cases[k], s.places[me][k], ncclSum, x.rank, x.nranks, x.comm, k == 0 ? x.stream : side[me]);
+    });
+    if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
+  }
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    cudaError_t e = cudaEventRecord(join[l], side[l]);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(L[l]->stream, join[l], 0);
+    const cudaError_t end = cudaStreamEndCapture(L[l]->stream, &graphs[l]);
+    if (e == cudaSuccess) e = end;
+    if (e != cudaSuccess && why.empty()) why = std::string("join/end capture: ") + cudaGetErrorString(e);
+  }
+  for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    const cudaError_t e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
+    if (e != cudaSuccess) why = std::string("instantiate: ") + cudaGetErrorString(e);
+  }
+  std::vector<size_t> caseOfSlot;
+  for (int it = 0; it < kReplays && why.empty(); ++it) {
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      RankCtx& x = *L[l];
+      why = runChecked(x, l, s, {0, 1}, o.seed * 6007 + 2 * it, 2 * it, x.stream,
+                       [&] { return graphLaunch(execs[l], x.stream); });
+    }
+    caseOfSlot.push_back(0);
+    caseOfSlot.push_back(1);
+  }
+  if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "forked capture: ");
+  destroyGraphs(L, graphs, execs);
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    cudaStreamDestroy(side[l]);
+    cudaEventDestroy(fork[l]);
+    cudaEventDestroy(join[l]);
+  }
+  addExtraAll(L, "CUDA graph: two allreduces captured on two forked streams, no edge between them, 20 replays",
+              why.empty() ? 1 : 0, why.empty() ? "every replay checked" : why);
+  watchNote(L[0]->rank, "extras: forked capture done");
+}
+
+}  // namespace
+
+void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) {
+  // Global capture forbids unsafe CUDA calls of *other* threads; with one thread per GPU in this
+  // process the peers' own calls would break it, so that mode uses thread-local capture only.
+  if (!threadedRanks) testCaptureAndReplay(L, o, cudaStreamCaptureModeGlobal);
+  testCaptureAndReplay(L, o, cudaStreamCaptureModeThreadLocal);
+  testGraphAndStreamMixed(L, o);
+  testForkedCapture(L, o);
+  testGraphWorkReuse(L, o);
+}
+
+}  // namespace sweep
