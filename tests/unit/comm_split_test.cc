@@ -46,6 +46,19 @@ TEST(PeerTable, TwoRanksOnOneGpuAreRefusedNamingBoth) {
   EXPECT_EQ(checkPeerTable(peers, false), ncclInternalError);
 }
 
+// Ranks that share a GPU (tests only) launch without programmatic dependent launch: each sees it.
+TEST(PeerTable, SharingAGpuIsSeenByTheRanksThatShareIt) {
+  std::vector<PeerInfo> peers = peersOnOneHost(3);
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(sharesGpu(peers, r)) << r;
+  snprintf(peers[2].busId, sizeof(peers[2].busId), "%s", peers[0].busId);
+  EXPECT_TRUE(sharesGpu(peers, 0));
+  EXPECT_FALSE(sharesGpu(peers, 1));
+  EXPECT_TRUE(sharesGpu(peers, 2));
+  peers[2].hostHash = 43;  // the same bus id on another host is another GPU
+  EXPECT_FALSE(sharesGpu(peers, 0));
+  EXPECT_FALSE(sharesGpu(peers, 2));
+}
+
 // Names from the network that do not end inside their fields are refused before anything prints them.
 TEST(PeerTable, NamesWithoutTheirEndAreCorrupt) {
   std::vector<PeerInfo> peers = peersOnOneHost(2);
