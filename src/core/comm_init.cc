@@ -418,6 +418,10 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->haveLaunched && isError(runtime::eventSynchronize(comm->lastLaunchEvent))) {
     WEFT_WARN("rank %d: outstanding work failed while destroying the communicator", comm->rank);
   }
+  // The latest ordered graph replay too (it reads the graph work buffers freed below).
+  if (comm->graphsOrdered && isError(runtime::eventSynchronize(comm->graphLaunchEvent))) {
+    WEFT_WARN("rank %d: a CUDA graph replay failed while destroying the communicator", comm->rank);
+  }
   if (comm->haveLaunched) dev::reportDeviceProbe(comm->rank);
   if (comm->lastLaunchEvent) runtime::destroyEventQuiet(comm->lastLaunchEvent);
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);

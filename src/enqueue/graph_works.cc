@@ -11,7 +11,8 @@ GraphWorkPool::GraphWorkPool(Hooks hooks, uint32_t itemsPerBuffer)
 GraphWorkPool::~GraphWorkPool() {
   for (Buffer& b : buffers_) {
     hooks_.free(b.host);
-    dropHold(b.hold);  // the pool's reference; graphs still alive drop theirs later
+    // The pool's reference and the untied ones; graphs still alive drop theirs later.
+    for (uint32_t i = 0; i <= b.untied; ++i) dropHold(b.hold);
   }
 }
 
@@ -45,8 +46,11 @@ Status GraphWorkPool::tieTo(Buffer& b, runtime::Stream stream, unsigned long lon
   b.hold->refs.fetch_add(1, std::memory_order_relaxed);
   b.tied = true;
   b.tiedGraph = graphId;
-  // Untied (no hook, or the tie failed) the reference stays: the buffer is never handed out again.
-  return hooks_.tie ? hooks_.tie(stream, &GraphWorkPool::dropHold, b.hold) : ncclSuccess;
+  // Untied (no hook, or the tie failed) the reference stays, so the buffer is never handed out
+  // again; the pool drops it when it goes.
+  const Status s = hooks_.tie ? hooks_.tie(stream, &GraphWorkPool::dropHold, b.hold) : ncclSuccess;
+  if (!hooks_.tie || isError(s)) ++b.untied;
+  return s;
 }
 
 Status GraphWorkPool::take(uint32_t n, runtime::Stream stream, unsigned long long graphId, dev::DevWork** host,

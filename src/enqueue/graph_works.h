@@ -58,6 +58,7 @@ class GraphWorkPool {
     uint32_t used = 0;
     Hold* hold = nullptr;
     bool tied = false;  // a hold for graph `tiedGraph` has been taken
+    uint32_t untied = 0;  // holds taken that no graph will drop (no tie hook, or it failed)
     unsigned long long tiedGraph = 0;
   };
   static void dropHold(void* hold);

@@ -241,17 +241,23 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
     }
     return ncclSuccess;
   }
-  // Captures of one communicator rarely interleave; the oldest records are of ended ones.
-  constexpr size_t kKeptCaptures = 8;
-  std::vector<ncclComm::CaptureOrder>& orders = comm->captureOrders;
-  if (orders.size() >= kKeptCaptures) orders.erase(orders.begin());
-  orders.push_back(ncclComm::CaptureOrder{});
-  orders.back().graphId = graphId;
   if (graphMixing()) {
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->lastLaunchEvent));
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->graphLaunchEvent));
     comm->graphsOrdered = true;
   }
+  // Recorded once the waits are in, with them as the tail: should this launch add no kernel, a
+  // later one into the graph on another stream still starts after them.
+  ncclComm::CaptureOrder order;
+  order.graphId = graphId;
+  order.stream = stream;
+  if (runtime::captureNodesSupported()) WEFT_TRY(runtime::captureFrontier(stream, &order.tail));
+  // Captures of one communicator rarely interleave; the oldest records are of ended ones (one
+  // still going would get a second set of waits and a second record: more order, not less).
+  constexpr size_t kKeptCaptures = 8;
+  std::vector<ncclComm::CaptureOrder>& orders = comm->captureOrders;
+  if (orders.size() >= kKeptCaptures) orders.erase(orders.begin());
+  orders.push_back(std::move(order));
   return ncclSuccess;
 }
 
@@ -493,13 +499,14 @@ Status finish(const CommLaunches& c, runtime::ScopedDevice* device) {
   if (!c.hasWork()) return ncclSuccess;
   ncclComm* comm = c.comm;
   WEFT_TRY(device->set(comm->cudaDev));
-  if (c.capturing) WEFT_TRY(noteCapturedLaunch(comm, c.streams[0], c.graphId));
   runtime::Event done = c.capturing ? comm->joinEvent : comm->lastLaunchEvent;
   WEFT_TRY(runtime::eventRecord(done, c.streams[0]));
   for (size_t i = 1; i < c.streams.size(); ++i) WEFT_TRY(runtime::streamWaitEvent(c.streams[i], done));
   if (!c.capturing) {
     comm->lastLaunchStream = c.streams[0];
     comm->haveLaunched = true;
+  } else {
+    WEFT_TRY(noteCapturedLaunch(comm, c.streams[0], c.graphId));  // after the joins: they add no node
   }
   WEFT_TRACE(log::kColl, "rank %d: launched %zu kernel(s) for %zu task(s)%s", comm->rank, c.launches.size(),
              c.tasks.size(), c.capturing ? " into a CUDA graph" : "");

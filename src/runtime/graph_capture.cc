@@ -1,9 +1,11 @@
 // The runtime facade's stream-capture calls (gpu.h): what a launch needs to know and to add when
 // its stream is being captured into a CUDA graph. The HIP build compiles this file too (gpu_api.h
-// names); ROCm 5.2 has neither external event nodes nor graph user objects, so there the calls
-// that need them report themselves unsupported.
+// names); ROCm 5.2 has neither external event waits nor graph user objects, so there the graph
+// node calls report themselves unsupported (its capture-dependency calls would allow the
+// forked-stream ordering; not done).
 #include "runtime/gpu.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/log.h"
@@ -55,7 +57,8 @@ Status captureState(Stream stream, cudaGraph_t* graph, const cudaGraphNode_t** n
   const cudaGraphEdgeData* edges = nullptr;  // asked for so that annotated edges are no lossy-query error
   WEFT_CUDA_TRY(cudaStreamGetCaptureInfo(stream, &status, nullptr, graph, nodes, &edges, count));
   if (status != cudaStreamCaptureStatusActive) {
-    WEFT_WARN("stream %p is not being captured (graph nodes asked for outside a capture)", (void*)stream);
+    WEFT_WARN("stream %p: its capture %s while graph nodes were being added", (void*)stream,
+              status == cudaStreamCaptureStatusInvalidated ? "was invalidated" : "has ended");
     return ncclInternalError;
   }
   return ncclSuccess;
@@ -81,9 +84,16 @@ Status captureFrontier(Stream stream, std::vector<GraphNode>* nodes) {
 }
 
 Status captureAddDependencies(Stream stream, const std::vector<GraphNode>& nodes) {
-  if (nodes.empty()) return ncclSuccess;
-  std::vector<cudaGraphNode_t> deps;
-  for (GraphNode n : nodes) deps.push_back((cudaGraphNode_t)n);
+  cudaGraph_t graph = nullptr;
+  const cudaGraphNode_t* frontier = nullptr;
+  size_t count = 0;
+  WEFT_TRY(captureState(stream, &graph, &frontier, &count));
+  std::vector<cudaGraphNode_t> deps;  // only new ones: a node must not depend twice on another
+  for (GraphNode n : nodes) {
+    const cudaGraphNode_t node = (cudaGraphNode_t)n;
+    if (std::find(frontier, frontier + count, node) == frontier + count) deps.push_back(node);
+  }
+  if (deps.empty()) return ncclSuccess;
   WEFT_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream, deps.data(), nullptr, deps.size(),
                                                     cudaStreamAddCaptureDependencies));
   return ncclSuccess;

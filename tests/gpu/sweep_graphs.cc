@@ -172,7 +172,8 @@ void testCaptureAndReplay(std::vector<RankCtx*>& L, const Options& o, cudaStream
     if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "graph replay: ");
   }
   destroyGraphs(L, graphs, execs);
-  addExtraAll(L, std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv ring + all-to-all, 100 replays",
+  addExtraAll(L,
+              std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv ring + all-to-all, 100 replays",
               why.empty() ? 1 : 0, why.empty() ? "every replay checked with fresh inputs" : why);
   watchNote(L[0]->rank, "extras: graph %s done", modeName);
 }
@@ -240,7 +241,8 @@ void testGraphAndStreamMixed(std::vector<RankCtx*>& L, const Options& o) {
     cudaStreamDestroy(side[l]);
   }
   addExtraAll(L, name, why.empty() ? 1 : 0,
-              why.empty() ? std::to_string(kRounds) + " rounds of allreduce replay + allreduce call, all checked" : why);
+              why.empty() ? std::to_string(kRounds) + " rounds of allreduce replay + allreduce call, all checked"
+                          : why);
   watchNote(L[0]->rank, "extras: mixed graphs done");
 }
 
@@ -287,12 +289,13 @@ void testGraphWorkReuse(std::vector<RankCtx*>& L, const Options& o) {
   watchNote(L[0]->rank, "extras: graph work reuse done");
 }
 
-// Two calls of one communicator captured into one graph on two streams forked from the captured
-// one, with no edge between them from the caller: the library puts the second after the first
-// (their kernels share connections). Replayed 20 times, every result checked.
+// Three calls of one communicator captured into one graph, on the captured stream, on a stream
+// forked from it before the first call, and on the captured stream again, with no edge between them
+// from the caller: the library puts each after the one before (their kernels share connections).
+// Replayed 20 times, every result checked.
 void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
   constexpr int kReplays = 20;
-  const CaseSet s = layOut(L, {allReduce(65537), allReduce(200003)});
+  const CaseSet s = layOut(L, {allReduce(65537), allReduce(200003), allReduce(4099)});
   std::vector<cudaStream_t> side(L.size(), nullptr);
   std::vector<cudaEvent_t> fork(L.size(), nullptr), join(L.size(), nullptr);
   std::vector<cudaGraph_t> graphs(L.size(), nullptr);
@@ -308,11 +311,11 @@ void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(side[l], fork[l], 0);  // side joins the capture
     if (e != cudaSuccess && why.empty()) why = std::string("fork: ") + cudaGetErrorString(e);
   }
-  for (size_t k = 0; k < 2 && why.empty(); ++k) {
+  for (size_t k = 0; k < 3 && why.empty(); ++k) {
     size_t l = 0;
     const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
       const size_t me = l++;
-      return issueCase(s.cases[k], s.places[me][k], ncclSum, x.rank, x.nranks, x.comm, k == 0 ? x.stream : side[me]);
+      return issueCase(s.cases[k], s.places[me][k], ncclSum, x.rank, x.nranks, x.comm, k == 1 ? side[me] : x.stream);
     });
     if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
   }
@@ -333,11 +336,10 @@ void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
   for (int it = 0; it < kReplays && why.empty(); ++it) {
     for (size_t l = 0; l < L.size() && why.empty(); ++l) {
       RankCtx& x = *L[l];
-      why = runChecked(x, l, s, {0, 1}, o.seed * 6007 + 2 * it, 2 * it, x.stream,
+      why = runChecked(x, l, s, {0, 1, 2}, o.seed * 6007 + 3 * it, 3 * it, x.stream,
                        [&] { return graphLaunch(execs[l], x.stream); });
     }
-    caseOfSlot.push_back(0);
-    caseOfSlot.push_back(1);
+    caseOfSlot.insert(caseOfSlot.end(), {0, 1, 2});
   }
   if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "forked capture: ");
   destroyGraphs(L, graphs, execs);
@@ -347,7 +349,9 @@ void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
     cudaEventDestroy(fork[l]);
     cudaEventDestroy(join[l]);
   }
-  addExtraAll(L, "CUDA graph: two allreduces captured on two forked streams, no edge between them, 20 replays",
+  addExtraAll(L,
+              "CUDA graph: three allreduces captured on a stream, a forked one and the first again, no edges, "
+              "20 replays",
               why.empty() ? 1 : 0, why.empty() ? "every replay checked" : why);
   watchNote(L[0]->rank, "extras: forked capture done");
 }

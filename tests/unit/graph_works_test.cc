@@ -22,6 +22,10 @@ struct FakeGraphs {
   int ties = 0;
   bool tieFails = false;
   std::map<runtime::Stream, std::vector<std::pair<runtime::HostFn, void*>>> holds;
+  // Graphs a test leaves alive go at its end, as CUDA would destroy them with the context.
+  ~FakeGraphs() {
+    while (!holds.empty()) destroy(holds.begin()->first);
+  }
 
   GraphWorkPool::Hooks hooks(bool canTie = true) {
     GraphWorkPool::Hooks h;
