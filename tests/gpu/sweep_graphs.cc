@@ -173,17 +173,20 @@ void testCaptureAndReplay(std::vector<RankCtx*>& L, const Options& o, cudaStream
   }
   destroyGraphs(L, graphs, execs);
   addExtraAll(L,
-              std::string("CUDA graph (") + modeName + " capture): allreduce + send/recv ring + all-to-all, 100 replays",
+              std::string("CUDA graph (") + modeName +
+                  " capture): allreduce + send/recv ring + all-to-all, 100 replays",
               why.empty() ? 1 : 0, why.empty() ? "every replay checked with fresh inputs" : why);
   watchNote(L[0]->rank, "extras: graph %s done", modeName);
 }
 
-// Graph replays on the rank's stream and calls outside graphs on a second stream, with nothing
-// ordering the two streams but the library (NCCL_GRAPH_MIXING_SUPPORT, on by default). Unordered,
-// a replay and a call of one communicator could run at once over the same connections, or in
+// Two graphs and a call outside graphs, each round on the rank's stream and a second one with
+// nothing ordering the two streams but the library (NCCL_GRAPH_MIXING_SUPPORT, on by default):
+// graph A on one stream, graph B on the other, then the call on A's stream; the next round swaps
+// the streams, so every step (A to B, B to the call, the call to the next A) crosses streams.
+// Unordered, launches of one communicator could run at once over the same connections, or in
 // different orders on different ranks: wrong data or a hang.
 void testGraphAndStreamMixed(std::vector<RankCtx*>& L, const Options& o) {
-  const char* name = "CUDA graph replays on one stream, calls outside graphs on another, unsynchronized";
+  const char* name = "CUDA graphs and calls outside graphs on two unsynchronized streams";
   // SWEEP_MIXED_UNORDERED=1 runs it with the ordering off too: the check that it catches the fault.
   const char* env = std::getenv("NCCL_GRAPH_MIXING_SUPPORT");
   const char* anyway = std::getenv("SWEEP_MIXED_UNORDERED");
@@ -192,57 +195,62 @@ void testGraphAndStreamMixed(std::vector<RankCtx*>& L, const Options& o) {
     return;
   }
   constexpr int kRounds = 40;
-  const CaseSet s = layOut(L, {allReduce(65537), allReduce(300007)});
+  const CaseSet s = layOut(L, {allReduce(65537), allReduce(300007), allReduce(4099)});  // A, the call, B
   std::vector<cudaStream_t> side(L.size(), nullptr);
   for (size_t l = 0; l < L.size(); ++l) {
     cudaSetDevice(L[l]->dev);
     cudaStreamCreateWithFlags(&side[l], cudaStreamNonBlocking);
   }
-  std::vector<cudaGraph_t> graphs;
-  std::vector<cudaGraphExec_t> execs;
-  std::string why = capture(L, cudaStreamCaptureModeThreadLocal, s, {0}, &graphs, &execs);
+  std::vector<cudaGraph_t> graphsA, graphsB(L.size(), nullptr);
+  std::vector<cudaGraphExec_t> execsA, execsB(L.size(), nullptr);
+  std::string why = capture(L, cudaStreamCaptureModeThreadLocal, s, {0}, &graphsA, &execsA);
+  if (why.empty()) why = capture(L, cudaStreamCaptureModeThreadLocal, s, {2}, &graphsB, &execsB);
   std::vector<size_t> caseOfSlot;
   for (int it = 0; it < kRounds && why.empty(); ++it) {
-    const uint64_t seed = o.seed * 7919 + 2 * it;
+    const uint64_t seed = o.seed * 7919 + 3 * it;
+    auto first = [&](size_t l) { return it % 2 == 0 ? L[l]->stream : side[l]; };
+    auto second = [&](size_t l) { return it % 2 == 0 ? side[l] : L[l]->stream; };
     for (size_t l = 0; l < L.size() && why.empty(); ++l) {
-      RankCtx& x = *L[l];
-      why = runChecked(x, l, s, {0}, seed, 2 * it, x.stream, [&] { return graphLaunch(execs[l], x.stream); });
+      why = runChecked(*L[l], l, s, {0}, seed, 3 * it, first(l), [&] { return graphLaunch(execsA[l], first(l)); });
     }
-    // The eager call: every local rank's inputs first, then one grouped call, then the checks.
+    for (size_t l = 0; l < L.size() && why.empty(); ++l) {
+      why = runChecked(*L[l], l, s, {2}, seed, 3 * it + 2, second(l),
+                       [&] { return graphLaunch(execsB[l], second(l)); });
+    }
+    // The call outside graphs: every local rank's inputs first, then one grouped call, then the checks.
     for (size_t l = 0; l < L.size() && why.empty(); ++l) {
       RankCtx& x = *L[l];
       const Case c = fresh(s, 1, seed + 1);
-      prepareCase(c, s.places[l][1], paramsFor(c, x.rank, x.nranks), side[l], x.recvBase + s.offsets[1]);
+      prepareCase(c, s.places[l][1], paramsFor(c, x.rank, x.nranks), first(l), x.recvBase + s.offsets[1]);
     }
     size_t l = 0;
     const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
       const size_t me = l++;
-      return issueCase(fresh(s, 1, seed + 1), s.places[me][1], ncclSum, x.rank, x.nranks, x.comm, side[me]);
+      return issueCase(fresh(s, 1, seed + 1), s.places[me][1], ncclSum, x.rank, x.nranks, x.comm, first(me));
     });
-    if (r != ncclSuccess && why.empty()) why = std::string("call outside the graph: ") + ncclGetErrorString(r);
+    if (r != ncclSuccess && why.empty()) why = std::string("call outside the graphs: ") + ncclGetErrorString(r);
     for (size_t m = 0; m < L.size() && why.empty(); ++m) {
       RankCtx& x = *L[m];
       const Case c = fresh(s, 1, seed + 1);
-      checkCase(c, s.places[m][1], paramsFor(c, x.rank, x.nranks), x.dRes + 2 * it + 1, side[m],
+      checkCase(c, s.places[m][1], paramsFor(c, x.rank, x.nranks), x.dRes + 3 * it + 1, first(m),
                 x.recvBase + s.offsets[1]);
     }
-    caseOfSlot.push_back(0);
-    caseOfSlot.push_back(1);
+    caseOfSlot.insert(caseOfSlot.end(), {0, 1, 2});
   }
   for (size_t l = 0; l < L.size(); ++l) {
     cudaSetDevice(L[l]->dev);
     const cudaError_t e = cudaStreamSynchronize(side[l]);
     if (e != cudaSuccess && why.empty()) why = std::string("second stream: ") + cudaGetErrorString(e);
   }
-  if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "mixed graph/stream: ");
-  destroyGraphs(L, graphs, execs);
+  if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "mixed graphs/stream: ");
+  destroyGraphs(L, graphsA, execsA);
+  destroyGraphs(L, graphsB, execsB);
   for (size_t l = 0; l < L.size(); ++l) {
     cudaSetDevice(L[l]->dev);
     cudaStreamDestroy(side[l]);
   }
   addExtraAll(L, name, why.empty() ? 1 : 0,
-              why.empty() ? std::to_string(kRounds) + " rounds of allreduce replay + allreduce call, all checked"
-                          : why);
+              why.empty() ? std::to_string(kRounds) + " rounds of replay A + replay B + call, all checked" : why);
   watchNote(L[0]->rank, "extras: mixed graphs done");
 }
 
