@@ -179,6 +179,27 @@ void checkOnce(std::vector<Slot>& slots, const Case& c, const CaseShape& shape, 
   }
 }
 
+// Captures `iterations` operations on every rank's stream, one graph per GPU. Several threads
+// capture at the same time, so each keeps its capture to itself. Every capture ends before any
+// graph is instantiated: with one thread driving several GPUs the captures are global, and
+// instantiating while another stream still captures is refused.
+std::vector<cudaGraph_t> captureOps(std::vector<Slot>& slots, const Options& opts, const Case& c,
+                                    const CaseShape& shape, int nranks, int iterations) {
+  const cudaStreamCaptureMode mode = opts.threads > 1 ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
+  for (Slot& s : slots) {
+    PERF_CUDA(cudaSetDevice(s.device), s.rank);
+    PERF_CUDA(cudaStreamSynchronize(s.stream), s.rank);
+    PERF_CUDA(cudaStreamBeginCapture(s.stream, mode), s.rank);
+  }
+  for (int i = 0; i < iterations; ++i) launchOps(slots, c, shape, nranks);
+  std::vector<cudaGraph_t> captured(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    PERF_CUDA(cudaSetDevice(slots[i].device), slots[i].rank);
+    PERF_CUDA(cudaStreamEndCapture(slots[i].stream, &captured[i]), slots[i].rank);
+  }
+  return captured;
+}
+
 // Times one placement (out-of-place or in-place) of a case on the thread's ranks.
 void runPlacement(std::vector<Slot>& slots, const Options& opts, const Case& c, bool inPlace) {
   const int nranks = opts.nranks();
@@ -203,37 +224,11 @@ void runPlacement(std::vector<Slot>& slots, const Options& opts, const Case& c, 
   // destroyed) before the timed launches: what a communicator's launches outside graphs cost once
   // it has been captured (NCCL_GRAPH_MIXING_SUPPORT orders them against graph replays).
   if (opts.graphLaunches == 0 && std::getenv("WEFT_PERF_CAPTURE_FIRST") != nullptr) {
-    const cudaStreamCaptureMode mode = opts.threads > 1 ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
-    for (Slot& s : slots) {
-      PERF_CUDA(cudaSetDevice(s.device), s.rank);
-      PERF_CUDA(cudaStreamSynchronize(s.stream), s.rank);
-      PERF_CUDA(cudaStreamBeginCapture(s.stream, mode), s.rank);
-    }
-    launchOps(slots, c, shape, nranks);
-    for (Slot& s : slots) {
-      cudaGraph_t captured = nullptr;
-      PERF_CUDA(cudaSetDevice(s.device), s.rank);
-      PERF_CUDA(cudaStreamEndCapture(s.stream, &captured), s.rank);
-      PERF_CUDA(cudaGraphDestroy(captured), s.rank);
-    }
+    std::vector<cudaGraph_t> captured = captureOps(slots, opts, c, shape, nranks, 1);
+    for (size_t i = 0; i < slots.size(); ++i) PERF_CUDA(cudaGraphDestroy(captured[i]), slots[i].rank);
   }
   if (opts.graphLaunches > 0) {
-    // Capture the timed iterations once per GPU; several threads capture at the same time, so
-    // each keeps its capture to itself.
-    const cudaStreamCaptureMode mode = opts.threads > 1 ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
-    for (Slot& s : slots) {
-      PERF_CUDA(cudaSetDevice(s.device), s.rank);
-      PERF_CUDA(cudaStreamSynchronize(s.stream), s.rank);
-      PERF_CUDA(cudaStreamBeginCapture(s.stream, mode), s.rank);
-    }
-    for (int i = 0; i < opts.iters; ++i) launchOps(slots, c, shape, nranks);
-    // End every capture before instantiating any graph: with one thread driving several GPUs the
-    // captures are global, and instantiating while another stream still captures is refused.
-    std::vector<cudaGraph_t> captured(slots.size());
-    for (size_t i = 0; i < slots.size(); ++i) {
-      PERF_CUDA(cudaSetDevice(slots[i].device), slots[i].rank);
-      PERF_CUDA(cudaStreamEndCapture(slots[i].stream, &captured[i]), slots[i].rank);
-    }
+    std::vector<cudaGraph_t> captured = captureOps(slots, opts, c, shape, nranks, opts.iters);
     for (size_t i = 0; i < slots.size(); ++i) {
       cudaGraphExec_t exec;
       PERF_CUDA(cudaSetDevice(slots[i].device), slots[i].rank);
