@@ -31,6 +31,9 @@ set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
 OUT=${OUT:-/tmp/weft-gpu-batch}; L=$OUT/logs; mkdir -p $L
+# The summary also goes to $OUT/summary.txt as it is printed: a call cut off by its time limit
+# returns no stdout, and its logs may be too many files to come back (session 37 lost a call so).
+exec > >(tee -a "$OUT/summary.txt") 2>&1
 B=build-gpu
 NCCL=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
 STAGES=${*:-correct latency}
@@ -90,7 +93,7 @@ sweeps_all() {
 # often), and how many buffers the pool grew to (one INFO line per new buffer).
 stage_graphs() {
   sw graphpool "NCCL_WEFT_INLINE_WORKS=0 NCCL_WEFT_GRAPH_WORK_ITEMS=8 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL" \
-    -m threads,procs --no-sweep --no-selftest
+    -m threads,procs --no-sweep --no-selftest --extras graphs
   echo "graph work buffers, most per rank: $(grep -oE "graph work buffers: [0-9]+" $L/sw-graphpool.log |
     awk '{print $4}' | sort -n | tail -1) (of $(grep -c "graph work buffers:" $L/sw-graphpool.log) growth lines)"
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -171,6 +172,17 @@ Status exchangePeerInfo(ncclComm* comm) {
   WEFT_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   WEFT_TRY(checkPeerTable(comm->peers, kAllowSharedGpu.get() != 0));
   comm->sharesGpu = sharesGpu(comm->peers, comm->rank);
+  const int neighbour = rankSharingGpuInProcess(comm->peers, comm->rank);
+  static std::once_flag sharingNoted;
+  if (neighbour >= 0) {
+    std::call_once(sharingNoted, [&] {
+      WEFT_WARN("ranks %d and %d run on GPU %s in this process (NCCL_WEFT_ALLOW_GPU_SHARING, tests only): their "
+                "kernels wait for each other, and CUDA feeds one GPU's streams through a few hardware queues in launch order "
+                "(CUDA_DEVICE_MAX_CONNECTIONS, default 8), so a rank that launches far ahead of another can queue its "
+                "later kernel in front of the other's earlier one and hang both: keep the ranks' launches in step",
+                comm->rank, neighbour, comm->busId.c_str());
+    });
+  }
   if (!allOnOneHost(comm->peers)) {
     for (const PeerInfo& p : comm->peers) {
       if (p.hostHash != me.hostHash) {

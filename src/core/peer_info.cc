@@ -95,6 +95,16 @@ bool sharesGpu(const std::vector<PeerInfo>& peers, int rank) {
   return false;
 }
 
+int rankSharingGpuInProcess(const std::vector<PeerInfo>& peers, int rank) {
+  for (const PeerInfo& p : peers) {
+    if (p.rank != rank && p.processHash == peers[rank].processHash &&
+        strncmp(p.busId, peers[rank].busId, sizeof(p.busId)) == 0) {
+      return p.rank;
+    }
+  }
+  return -1;
+}
+
 bool allOnOneGpu(const std::vector<PeerInfo>& peers) {
   if (!allOnOneHost(peers)) return false;
   for (const PeerInfo& p : peers) {

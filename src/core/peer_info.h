@@ -41,5 +41,7 @@ bool allOnOneHost(const std::vector<PeerInfo>& peers);
 bool allOnOneGpu(const std::vector<PeerInfo>& peers);
 // Whether another rank runs on the GPU of rank `rank` (tests only: NCCL_WEFT_ALLOW_GPU_SHARING).
 bool sharesGpu(const std::vector<PeerInfo>& peers, int rank);
+// Another rank of this process on the GPU of rank `rank`, or -1 (tests only, as above).
+int rankSharingGpuInProcess(const std::vector<PeerInfo>& peers, int rank);
 
 }  // namespace weft::core

@@ -32,7 +32,8 @@ const param::IntParam kInlineSumBytes{"NCCL_WEFT_INLINE_SUM_BYTES", (int64_t)kIn
 // 1 (default): kernels are launched with programmatic dependence on the stream's previous kernel
 // (sm_90: programmatic dependent launch), so a launch's set-up overlaps the end of the kernel
 // before it (arch::waitPreviousGrid). 2xH200, CUDA graph, all_reduce 64 B-32 KiB: 5.3-6.2 ->
-// 4.8-5.6 us; 256 KiB-16 MiB busbw +3-12 % (session 7). 0: plain launches.
+// 4.8-5.6 us; 256 KiB-16 MiB busbw +3-12 % (session 7). 0: plain launches. 1 leaves it off where
+// ranks share a GPU (see launchKernel); 2 uses it there too (A/B runs only: it can hang there).
 const param::IntParam kOverlapLaunches{"NCCL_WEFT_PDL", 1};
 // For measurements and tests: launches of at most this many items (default and most:
 // kMaxInlineWorks) carry them inline; 0 sends every launch through the FIFO.
@@ -42,6 +43,8 @@ const param::IntParam kInlineWorks{"NCCL_WEFT_INLINE_WORKS", dev::kMaxInlineWork
 const param::IntParam kDirectSends{"NCCL_WEFT_P2P_DIRECT", 1};
 // Items per graph work buffer (4096: 384 KiB); small values make tests hand buffers out again often.
 const param::IntParam kGraphWorkItems{"NCCL_WEFT_GRAPH_WORK_ITEMS", 4096};
+// 0: graph work buffers are never handed out again (grow-only, as before session 36; A/B runs).
+const param::IntParam kGraphWorkReuse{"NCCL_WEFT_GRAPH_WORK_REUSE", 1};
 // 1 (default, as NCCL): a communicator's launches captured in CUDA graphs are ordered against its
 // other launches (other graphs, launches outside graphs) on any stream: the graph waits for the
 // communicator's last launch and records its own. 0: graphs are ordered only by the streams they
@@ -449,10 +452,10 @@ Status launchOne(const CommLaunches& c, size_t index, runtime::ScopedDevice* dev
   // Not where ranks share the GPU (tests only): their kernels must all be resident at once, and a
   // kernel launched early holds SMs while it waits for the one before it, which may wait for
   // another rank's kernel that then finds no SM free (4 ranks on one H100, CUDA graphs: a hang).
-  static const bool overlap = kOverlapLaunches.get() != 0;
+  static const int64_t overlap = kOverlapLaunches.get();
   Status launched = runtime::launchKernel(fn, runtime::Dim3(args.nBlocks), runtime::Dim3(dev::kernelThreads(proto)),
                                           params, dev::kernelDynamicSmem(proto), c.streams[0],
-                                          overlap && !c.comm->sharesGpu);
+                                          overlap >= 2 || (overlap == 1 && !c.comm->sharesGpu));
   if (profiling()) {
     lap(&t, &profile.launchUs);
     profile.launches++;
@@ -525,7 +528,7 @@ Status makeGraphWorkPool(ncclComm* comm) {
     return s;
   };
   hooks.free = [](void* host) { runtime::pinnedBlockRelease(host); };
-  if (runtime::captureNodesSupported()) hooks.tie = runtime::captureOnGraphGone;
+  if (runtime::captureNodesSupported() && kGraphWorkReuse.get() != 0) hooks.tie = runtime::captureOnGraphGone;
   const int64_t items = std::clamp<int64_t>(kGraphWorkItems.get(), 1, 1 << 20);
   comm->graphWorks = std::make_unique<GraphWorkPool>(std::move(hooks), (uint32_t)items);
   return comm->graphWorks->reserve();

@@ -31,6 +31,8 @@ void usage() {
       "  --quick              representative subset (all collectives, fewer types/ops/sizes)\n"
       "  --no-sweep           skip the case sweep\n"
       "  --no-extras          skip graphs/ordering/split/abort/non-blocking/memalloc/argument tests\n"
+      "  --extras LIST        run only these groups of extras: ordering,graphs,memalloc,split,nonblocking,\n"
+      "                       abort,args (e.g. a hang in one group, rerun alone)\n"
       "  --no-selftest        skip the checker self-test\n"
       "  --colls LIST         e.g. AllReduce,Broadcast,Bcast,Reduce,AllGather,ReduceScatter,AlltoAll,\n"
       "                       Gather,Scatter,SendRecvRing,SendRecvSelf,SendRecvMany\n"
@@ -146,6 +148,13 @@ int main(int argc, char** argv) {
       o.sweep = false;
     } else if (a == "--no-extras") {
       o.extras = false;
+    } else if (a == "--extras") {
+      std::vector<int> groups;
+      if (!parseNames(next(), kNumExtraGroups, [](int g) { return kExtraGroups[g]; }, &groups,
+                      "group of extras")) {
+        return 2;
+      }
+      for (int g : groups) o.extraGroups.push_back(kExtraGroups[g]);
     } else if (a == "--no-selftest") {
       o.selfTest = false;
     } else if (a == "--nccl-mem-alloc") {

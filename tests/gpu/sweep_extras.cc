@@ -1,9 +1,11 @@
 // Tests beyond the case sweep, part 1: communicator queries, back-to-back ordering, ncclMemAlloc'd
 // buffers; and the helpers the other extras use.
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -307,23 +309,39 @@ bool runCaseOn(std::vector<Member>& M, const Case& c, bool nonblocking, std::str
   return pass;
 }
 
+const char* const kExtraGroups[] = {"ordering", "graphs", "memalloc", "split", "nonblocking", "abort", "args"};
+const int kNumExtraGroups = (int)(sizeof(kExtraGroups) / sizeof(kExtraGroups[0]));
+
 void runExtras(std::vector<RankCtx*>& L, const Options& o, IdChannel& ids, bool threadedRanks) {
   const int who = L[0]->rank;
-  testQueries(L);
-  watchNote(who, "extras: ordering");
-  testOrdering(L, o);
-  watchNote(who, "extras: CUDA graphs");
-  testGraphs(L, o, threadedRanks);
-  watchNote(who, "extras: ncclMemAlloc");
-  testMemAlloc(L);
-  watchNote(who, "extras: ncclCommSplit");
-  testSplit(L);
-  watchNote(who, "extras: non-blocking init");
-  testNonBlockingInit(L, ids);
-  watchNote(who, "extras: abort");
-  testAbort(L, o);
-  watchNote(who, "extras: argument checks");
-  testArgumentChecks(L);
+  auto wanted = [&o](const char* group) {
+    return o.extraGroups.empty() ||
+           std::find(o.extraGroups.begin(), o.extraGroups.end(), std::string(group)) != o.extraGroups.end();
+  };
+  // Every group, in order, with the note the watchdog prints if it hangs there.
+  const struct {
+    const char* group;
+    const char* note;
+    std::function<void()> run;
+  } groups[] = {
+      {"ordering", "extras: ordering", [&] {
+         testQueries(L);
+         testOrdering(L, o);
+       }},
+      {"graphs", "extras: CUDA graphs", [&] { testGraphs(L, o, threadedRanks); }},
+      {"memalloc", "extras: ncclMemAlloc", [&] { testMemAlloc(L); }},
+      {"split", "extras: ncclCommSplit", [&] { testSplit(L); }},
+      {"nonblocking", "extras: non-blocking init", [&] { testNonBlockingInit(L, ids); }},
+      {"abort", "extras: abort", [&] { testAbort(L, o); }},
+      {"args", "extras: argument checks", [&] { testArgumentChecks(L); }},
+  };
+  static_assert(sizeof(groups) / sizeof(groups[0]) == sizeof(kExtraGroups) / sizeof(kExtraGroups[0]),
+                "kExtraGroups names every group");
+  for (const auto& g : groups) {
+    if (!wanted(g.group)) continue;
+    watchNote(who, "%s", g.note);
+    g.run();
+  }
   watchNote(who, "extras: done");
 }
 

@@ -258,8 +258,16 @@ void testGraphAndStreamMixed(std::vector<RankCtx*>& L, const Options& o) {
 // again. The pool of captured work items hands memory of destroyed graphs out again: the live
 // graph's items must not be among it. (NCCL_WEFT_INLINE_WORKS=0 NCCL_WEFT_GRAPH_WORK_ITEMS=8 send
 // every launch's items through the pool with a buffer of 8 items.)
-void testGraphWorkReuse(std::vector<RankCtx*>& L, const Options& o) {
+// Ranks sharing a GPU in one process (threads mode with more ranks than GPUs) wait for each
+// replay after destroying its graph: unsynchronized, one rank's thread queued dozens of replays
+// ahead of another's, and CUDA feeds the streams of one GPU through a few hardware queues
+// (CUDA_DEVICE_MAX_CONNECTIONS, default 8) in launch order, so a rank's later kernel could wait
+// there, behind its own earlier one, in front of the other rank's earlier kernel that both need:
+// 4 ranks hung every run (session 37; 2 ranks with CUDA_DEVICE_MAX_CONNECTIONS=1 or 2 too).
+// Ranks on GPUs of their own never share a queue.
+void testGraphWorkReuse(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) {
   constexpr int kChurn = 40;
+  const bool inStep = threadedRanks && o.devices < L[0]->nranks;
   const CaseSet s = layOut(L, {allReduce(131071), allReduce(65537), allReduce(4099)});
   std::vector<cudaGraph_t> kept, churned;
   std::vector<cudaGraphExec_t> keptExecs, churnedExecs;
@@ -285,8 +293,14 @@ void testGraphWorkReuse(std::vector<RankCtx*>& L, const Options& o) {
     caseOfSlot.push_back(2);
     // Destroyed while its replay may still run: CUDA hands the items back only after it is done.
     destroyGraphs(L, churned, churnedExecs);
+    for (size_t l = 0; l < L.size() && inStep; ++l) {
+      const cudaError_t e = cudaStreamSynchronize(L[l]->stream);
+      if (e != cudaSuccess && why.empty()) why = std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e);
+    }
+    watchNote(L[0]->rank, "extras: graph work reuse: churned graph %d launched%s", it, inStep ? " and done" : "");
     if (caseOfSlot.size() + 3 > (size_t)L[0]->resSlots || it == kChurn - 1) {
       if (why.empty()) replayKept(o.seed * 104729 + it);
+      watchNote(L[0]->rank, "extras: graph work reuse: kept graph replayed after %d, checking", it);
       if (why.empty()) why = evaluateSlots(L, s, caseOfSlot, "graph work reuse: ");
       caseOfSlot.clear();
     }
@@ -373,7 +387,7 @@ void testGraphs(std::vector<RankCtx*>& L, const Options& o, bool threadedRanks) 
   testCaptureAndReplay(L, o, cudaStreamCaptureModeThreadLocal);
   testGraphAndStreamMixed(L, o);
   testForkedCapture(L, o);
-  testGraphWorkReuse(L, o);
+  testGraphWorkReuse(L, o, threadedRanks);
 }
 
 }  // namespace sweep

@@ -26,6 +26,7 @@ struct Options {
   bool quick = false;
   bool sweep = true;
   bool extras = true;
+  std::vector<std::string> extraGroups;  // --extras: only these groups of extras (empty = all)
   bool selfTest = true;
   bool ncclMemAlloc = false;      // allocate the sweep's buffers with ncclMemAlloc instead of cudaMalloc
   std::vector<int> colls, types, ops;  // empty = all (or the quick subset)
@@ -200,6 +201,9 @@ void testArgumentChecks(std::vector<RankCtx*>& locals);
 ncclResult_t finalizeAndDestroy(std::vector<RankCtx*>& locals, std::vector<ncclComm_t>& comms, std::string* why);
 
 // --- sweep_extras.cc
+// The groups of extras, in the order they run (--extras picks some).
+extern const char* const kExtraGroups[];
+extern const int kNumExtraGroups;
 void runExtras(std::vector<RankCtx*>& locals, const Options& o, IdChannel& ids, bool threadedRanks);
 uint64_t roundUp(uint64_t v, uint64_t a);
 // Waits for the rank's stream and copies its first `slots` results to hRes; false (and *why) on a CUDA error.

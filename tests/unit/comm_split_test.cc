@@ -59,6 +59,20 @@ TEST(PeerTable, SharingAGpuIsSeenByTheRanksThatShareIt) {
   EXPECT_FALSE(sharesGpu(peers, 2));
 }
 
+// Ranks on one GPU in one process (threads) are named: CUDA queues their kernels together.
+TEST(PeerTable, SharingAGpuInOneProcessNamesTheOtherRank) {
+  std::vector<PeerInfo> peers = peersOnOneHost(3);
+  for (PeerInfo& p : peers) p.processHash = 7;
+  EXPECT_EQ(rankSharingGpuInProcess(peers, 0), -1);
+  snprintf(peers[2].busId, sizeof(peers[2].busId), "%s", peers[0].busId);
+  EXPECT_EQ(rankSharingGpuInProcess(peers, 0), 2);
+  EXPECT_EQ(rankSharingGpuInProcess(peers, 2), 0);
+  EXPECT_EQ(rankSharingGpuInProcess(peers, 1), -1);
+  peers[2].processHash = 8;  // another process on that GPU: its own queues
+  EXPECT_EQ(rankSharingGpuInProcess(peers, 0), -1);
+  EXPECT_TRUE(sharesGpu(peers, 0));
+}
+
 // Names from the network that do not end inside their fields are refused before anything prints them.
 TEST(PeerTable, NamesWithoutTheirEndAreCorrupt) {
   std::vector<PeerInfo> peers = peersOnOneHost(2);
