@@ -211,14 +211,22 @@ TEST(FdPassing, BothDirectionsManyFds) {
 }
 
 // Sends raw bytes (and optionally an fd) to an endpoint, as a stranger would.
-void sendRaw(const FdAddress& to, const void* data, size_t bytes, int fd = -1) {
-  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  ASSERT_GE(s, 0);
+// A connection to an abstract-name endpoint that sends nothing (blocking connect: it waits while
+// the endpoint's backlog is full). Invalid on failure.
+util::UniqueFd connectTo(const FdAddress& to) {
+  util::UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   std::memcpy(sa.sun_path + 1, to.name.data(), to.name.size());
   socklen_t len = (socklen_t)(offsetof(sockaddr_un, sun_path) + 1 + to.name.size());
-  ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&sa), len), 0);
+  if (s.valid() && connect(s.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) s.reset();
+  return s;
+}
+
+void sendRaw(const FdAddress& to, const void* data, size_t bytes, int fd = -1) {
+  util::UniqueFd conn = connectTo(to);
+  ASSERT_TRUE(conn.valid()) << strerror(errno);
+  const int s = conn.get();
   iovec iov{const_cast<void*>(data), bytes};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -234,7 +242,6 @@ void sendRaw(const FdAddress& to, const void* data, size_t bytes, int fd = -1) {
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
   }
   EXPECT_EQ(sendmsg(s, &msg, MSG_NOSIGNAL), (ssize_t)bytes);
-  close(s);
 }
 
 TEST(FdPassing, StrangersAndGarbageAreDroppedWithoutLeaks) {
@@ -268,20 +275,40 @@ TEST(FdPassing, StrangersAndGarbageAreDroppedWithoutLeaks) {
     EXPECT_FALSE(got.valid());
 
     // A connection that stays silent holds up nobody else.
-    int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path + 1, at.name.data(), at.name.size());
-    ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&sa),
-                      (socklen_t)(offsetof(sockaddr_un, sun_path) + 1 + at.name.size())), 0);
+    util::UniqueFd silent = connectTo(at);
+    ASSERT_TRUE(silent.valid()) << strerror(errno);
 
     util::UniqueFd real = memfdWith("the real one");
     ASSERT_EQ(sender->sendFd(0, real.get(), 5, in(2000ms), nullptr), ncclSuccess);
     ASSERT_EQ(receiver->recvFd(1, 5, in(2000ms), nullptr, &got), ncclSuccess);
     EXPECT_EQ(readAll(got.get()), "the real one");
-    close(silent);
   }
   // Every fd the strangers attached was closed, as were the endpoints' own.
+  EXPECT_EQ(openFdCount(), fdsBefore);
+}
+
+// More silent connections than an endpoint keeps (256): the oldest silent ones are dropped with a
+// warning, while fds passed in between, each on a connection of its own, all arrive.
+TEST(FdPassing, ACrowdOfSilentConnectionsCostsOnlySilentOnes) {
+  const uint64_t key = freshJobKey();
+  const int fdsBefore = openFdCount();
+  {
+    std::unique_ptr<FdEndpoint> receiver, sender;
+    ASSERT_EQ(FdEndpoint::create(key, 0, "", &receiver), ncclSuccess);
+    ASSERT_EQ(FdEndpoint::create(key, 1, "", &sender), ncclSuccess);
+    std::vector<util::UniqueFd> crowd;
+    for (int i = 0; i < 320; ++i) {
+      crowd.push_back(connectTo(receiver->address()));
+      ASSERT_TRUE(crowd.back().valid()) << "connection " << i << ": " << strerror(errno);
+      if (i % 40 != 39) continue;
+      const std::string text = "fd " + std::to_string(i);
+      util::UniqueFd mine = memfdWith(text), got;
+      ASSERT_EQ(sender->sendFd(0, mine.get(), (uint64_t)i, in(2000ms), nullptr), ncclSuccess);
+      ASSERT_EQ(receiver->recvFd(1, (uint64_t)i, in(5000ms), nullptr, &got), ncclSuccess) << text;
+      EXPECT_EQ(readAll(got.get()), text);
+    }
+    EXPECT_TRUE(warnedSoon("dropping the oldest")) << log::lastErrorOfProcess();
+  }
   EXPECT_EQ(openFdCount(), fdsBefore);
 }
 

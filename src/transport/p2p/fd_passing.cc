@@ -140,12 +140,18 @@ struct FdEndpointThread {
                   e.address_.describe().c_str(), (int)cred.pid, (unsigned)cred.uid);
         continue;
       }
+      Pending fresh{std::move(conn), Clock::now(), (int)cred.pid};
+      // A sender connects and sends at once, so its frame is usually here already: read it now,
+      // before a crowd of connections accepted in this same loop could push it out.
+      if (readFrame(e, fresh)) continue;
+      // Full: collect the frames that came since, then drop the oldest connection still silent.
+      if (pending->size() >= kMaxPending) serviceAll(e, pending);
       if (pending->size() >= kMaxPending) {
         WEFT_WARN("fd endpoint %s: %zu connections sent nothing yet; dropping the oldest (pid %d)",
                   e.address_.describe().c_str(), pending->size(), pending->front().pid);
         pending->erase(pending->begin());
       }
-      pending->push_back(Pending{std::move(conn), Clock::now(), (int)cred.pid});
+      pending->push_back(std::move(fresh));
     }
   }
 
