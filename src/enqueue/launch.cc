@@ -239,9 +239,7 @@ ncclComm::CaptureOrder* findCaptureOrder(ncclComm* comm, unsigned long long grap
 // graphLaunchEvent after the graph's latest launch.
 Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long graphId) {
   if (ncclComm::CaptureOrder* order = findCaptureOrder(comm, graphId)) {
-    if (stream != order->stream && runtime::captureNodesSupported()) {
-      WEFT_TRY(runtime::captureAddDependencies(stream, order->tail));
-    }
+    if (stream != order->stream) WEFT_TRY(runtime::captureAddDependencies(stream, order->tail));
     return ncclSuccess;
   }
   if (graphMixing()) {
@@ -254,7 +252,7 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
   ncclComm::CaptureOrder order;
   order.graphId = graphId;
   order.stream = stream;
-  if (runtime::captureNodesSupported()) WEFT_TRY(runtime::captureFrontier(stream, &order.tail));
+  WEFT_TRY(runtime::captureFrontier(stream, &order.tail));
   // Captures of one communicator rarely interleave; the oldest records are of ended ones (one
   // still going would get a second set of waits and a second record: more order, not less).
   constexpr size_t kKeptCaptures = 8;
@@ -269,7 +267,7 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
 // launches stay a chain of kernels: CUDA runs a chain faster than kernels that branch out).
 Status noteCapturedLaunch(ncclComm* comm, runtime::Stream stream, unsigned long long graphId) {
   ncclComm::CaptureOrder* order = findCaptureOrder(comm, graphId);
-  if (!runtime::captureNodesSupported() || order == nullptr) return ncclSuccess;
+  if (order == nullptr) return ncclSuccess;
   WEFT_TRY(runtime::captureFrontier(stream, &order->tail));
   order->stream = stream;
   if (graphMixing()) {

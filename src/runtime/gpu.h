@@ -113,18 +113,18 @@ struct CaptureInfo {
 // Whether work enqueued on `stream` now would be captured into a CUDA graph.
 [[nodiscard]] Status streamCaptureInfo(Stream stream, CaptureInfo* out);
 
-// The calls below work on the graph being captured on `stream` (graph_capture.cc). Where the
-// runtime lacks external event nodes and graph user objects (HIP 5.2) they answer
-// ncclInvalidUsage; captureNodesSupported() says which.
+// The calls below work on the graph being captured on `stream` (graph_capture.cc).
 using GraphNode = void*;  // a node of the graph being captured (opaque)
-bool captureNodesSupported();
-// Work captured after this on `stream` waits, each time the graph runs, for what `event`'s latest
-// record covers when the graph is launched (an external event wait node).
-[[nodiscard]] Status captureWaitEvent(Stream stream, Event event);
 // The nodes that work captured next on `stream` would depend on.
 [[nodiscard]] Status captureFrontier(Stream stream, std::vector<GraphNode>* nodes);
 // Work captured next on `stream` also depends on `nodes` (of the same graph).
 [[nodiscard]] Status captureAddDependencies(Stream stream, const std::vector<GraphNode>& nodes);
+// Where the runtime lacks external event nodes and graph user objects (HIP 5.2) the calls from
+// here on answer ncclInvalidUsage; captureNodesSupported() says which.
+bool captureNodesSupported();
+// Work captured after this on `stream` waits, each time the graph runs, for what `event`'s latest
+// record covers when the graph is launched (an external event wait node).
+[[nodiscard]] Status captureWaitEvent(Stream stream, Event event);
 // A node recording `event` that depends on exactly `after`, on a side branch: nothing captured
 // later waits for it. *node == nullptr: a new node, returned in *node; otherwise that node's
 // dependencies are replaced by `after`.

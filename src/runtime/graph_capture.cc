@@ -1,8 +1,8 @@
 // The runtime facade's stream-capture calls (gpu.h): what a launch needs to know and to add when
 // its stream is being captured into a CUDA graph. The HIP build compiles this file too (gpu_api.h
-// names); ROCm 5.2 has neither external event waits nor graph user objects, so there the graph
-// node calls report themselves unsupported (its capture-dependency calls would allow the
-// forked-stream ordering; not done).
+// names): ROCm 5.2 reads and extends a capture's dependencies (so launches captured on forked
+// streams are ordered there too), but has neither external event waits nor graph user objects,
+// so there the other graph node calls report themselves unsupported.
 #include "runtime/gpu.h"
 
 #include <algorithm>
@@ -28,6 +28,76 @@ Status streamCaptureInfo(Stream stream, CaptureInfo* out) {
   return ncclSuccess;
 }
 
+namespace {
+
+// The graph being captured on `stream` and the nodes the next captured work would depend on;
+// adding nodes to that set. (The one difference between the runtimes: CUDA 12.3+ also returns
+// and takes edge data, which weft leaves empty.)
+#if defined(WEFT_GPU_HIP)
+using CapturedGraph = hipGraph_t;
+using CapturedNode = hipGraphNode_t;
+Status captureInfoOf(Stream stream, cudaStreamCaptureStatus* status, CapturedGraph* graph, const CapturedNode** nodes,
+                     size_t* count) {
+  WEFT_CUDA_TRY(hipStreamGetCaptureInfo_v2(stream, status, nullptr, graph, nodes, count));
+  return ncclSuccess;
+}
+Status addCaptureDependencies(Stream stream, std::vector<CapturedNode>& nodes) {
+  WEFT_CUDA_TRY(
+      hipStreamUpdateCaptureDependencies(stream, nodes.data(), nodes.size(), hipStreamAddCaptureDependencies));
+  return ncclSuccess;
+}
+#else
+using CapturedGraph = cudaGraph_t;
+using CapturedNode = cudaGraphNode_t;
+Status captureInfoOf(Stream stream, cudaStreamCaptureStatus* status, CapturedGraph* graph, const CapturedNode** nodes,
+                     size_t* count) {
+  const cudaGraphEdgeData* edges = nullptr;  // asked for so that annotated edges are no lossy-query error
+  WEFT_CUDA_TRY(cudaStreamGetCaptureInfo(stream, status, nullptr, graph, nodes, &edges, count));
+  return ncclSuccess;
+}
+Status addCaptureDependencies(Stream stream, std::vector<CapturedNode>& nodes) {
+  WEFT_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream, nodes.data(), nullptr, nodes.size(),
+                                                    cudaStreamAddCaptureDependencies));
+  return ncclSuccess;
+}
+#endif
+
+Status captureState(Stream stream, CapturedGraph* graph, const CapturedNode** nodes, size_t* count) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  WEFT_TRY(captureInfoOf(stream, &status, graph, nodes, count));
+  if (status != cudaStreamCaptureStatusActive) {
+    WEFT_WARN("stream %p: its capture %s while graph nodes were being added", (void*)stream,
+              status == cudaStreamCaptureStatusInvalidated ? "was invalidated" : "has ended");
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+Status captureFrontier(Stream stream, std::vector<GraphNode>* nodes) {
+  CapturedGraph graph = nullptr;
+  const CapturedNode* frontier = nullptr;
+  size_t count = 0;
+  WEFT_TRY(captureState(stream, &graph, &frontier, &count));
+  nodes->clear();
+  for (size_t i = 0; i < count; ++i) nodes->push_back((GraphNode)frontier[i]);
+  return ncclSuccess;
+}
+
+Status captureAddDependencies(Stream stream, const std::vector<GraphNode>& nodes) {
+  CapturedGraph graph = nullptr;
+  const CapturedNode* frontier = nullptr;
+  size_t count = 0;
+  WEFT_TRY(captureState(stream, &graph, &frontier, &count));
+  std::vector<CapturedNode> deps;  // only new ones: a node must not depend twice on another
+  for (GraphNode n : nodes) {
+    const CapturedNode node = (CapturedNode)n;
+    if (std::find(frontier, frontier + count, node) == frontier + count) deps.push_back(node);
+  }
+  return deps.empty() ? ncclSuccess : addCaptureDependencies(stream, deps);
+}
+
 #if defined(WEFT_GPU_HIP)
 
 bool captureNodesSupported() { return false; }
@@ -40,8 +110,6 @@ Status unsupported(const char* call) {
 }  // namespace
 
 Status captureWaitEvent(Stream, Event) { return unsupported("captureWaitEvent"); }
-Status captureFrontier(Stream, std::vector<GraphNode>*) { return unsupported("captureFrontier"); }
-Status captureAddDependencies(Stream, const std::vector<GraphNode>&) { return unsupported("captureAddDependencies"); }
 Status captureRecordEventAfter(Stream, Event, const std::vector<GraphNode>&, GraphNode*) {
   return unsupported("captureRecordEventAfter");
 }
@@ -49,53 +117,10 @@ Status captureOnGraphGone(Stream, HostFn, void*) { return unsupported("captureOn
 
 #else
 
-namespace {
-
-// The graph being captured on `stream` and the nodes the next captured work would depend on.
-Status captureState(Stream stream, cudaGraph_t* graph, const cudaGraphNode_t** nodes, size_t* count) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphEdgeData* edges = nullptr;  // asked for so that annotated edges are no lossy-query error
-  WEFT_CUDA_TRY(cudaStreamGetCaptureInfo(stream, &status, nullptr, graph, nodes, &edges, count));
-  if (status != cudaStreamCaptureStatusActive) {
-    WEFT_WARN("stream %p: its capture %s while graph nodes were being added", (void*)stream,
-              status == cudaStreamCaptureStatusInvalidated ? "was invalidated" : "has ended");
-    return ncclInternalError;
-  }
-  return ncclSuccess;
-}
-
-}  // namespace
-
 bool captureNodesSupported() { return true; }
 
 Status captureWaitEvent(Stream stream, Event event) {
   WEFT_CUDA_TRY(cudaStreamWaitEvent(stream, event, cudaEventWaitExternal));
-  return ncclSuccess;
-}
-
-Status captureFrontier(Stream stream, std::vector<GraphNode>* nodes) {
-  cudaGraph_t graph = nullptr;
-  const cudaGraphNode_t* frontier = nullptr;
-  size_t count = 0;
-  WEFT_TRY(captureState(stream, &graph, &frontier, &count));
-  nodes->clear();
-  for (size_t i = 0; i < count; ++i) nodes->push_back((GraphNode)frontier[i]);
-  return ncclSuccess;
-}
-
-Status captureAddDependencies(Stream stream, const std::vector<GraphNode>& nodes) {
-  cudaGraph_t graph = nullptr;
-  const cudaGraphNode_t* frontier = nullptr;
-  size_t count = 0;
-  WEFT_TRY(captureState(stream, &graph, &frontier, &count));
-  std::vector<cudaGraphNode_t> deps;  // only new ones: a node must not depend twice on another
-  for (GraphNode n : nodes) {
-    const cudaGraphNode_t node = (cudaGraphNode_t)n;
-    if (std::find(frontier, frontier + count, node) == frontier + count) deps.push_back(node);
-  }
-  if (deps.empty()) return ncclSuccess;
-  WEFT_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream, deps.data(), nullptr, deps.size(),
-                                                    cudaStreamAddCaptureDependencies));
   return ncclSuccess;
 }
 
