@@ -34,6 +34,8 @@ OUT=${OUT:-/tmp/weft-gpu-batch}; L=$OUT/logs; mkdir -p $L
 # The summary also goes to $OUT/summary.txt as it is printed: a call cut off by its time limit
 # returns no stdout, and its logs may be too many files to come back (session 37 lost a call so).
 exec > >(tee -a "$OUT/summary.txt") 2>&1
+SUMMARY_TEE=$!
+trap 'exec >&- 2>&-; wait $SUMMARY_TEE 2>/dev/null' EXIT  # the last lines reach the file before exit
 B=build-gpu
 NCCL=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))")
 STAGES=${*:-correct latency}

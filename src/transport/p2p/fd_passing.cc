@@ -142,10 +142,11 @@ struct FdEndpointThread {
       }
       Pending fresh{std::move(conn), Clock::now(), (int)cred.pid};
       // A sender connects and sends at once, so its frame is usually here already: read it now,
-      // before a crowd of connections accepted in this same loop could push it out.
+      // before a crowd of connections accepted in this same loop could push it out. The frames
+      // of older connections first: one sender's messages are held in the order it sent them.
+      if (!pending->empty()) serviceAll(e, pending);
       if (readFrame(e, fresh)) continue;
-      // Full: collect the frames that came since, then drop the oldest connection still silent.
-      if (pending->size() >= kMaxPending) serviceAll(e, pending);
+      // Still full of silent connections: drop the oldest.
       if (pending->size() >= kMaxPending) {
         WEFT_WARN("fd endpoint %s: %zu connections sent nothing yet; dropping the oldest (pid %d)",
                   e.address_.describe().c_str(), pending->size(), pending->front().pid);
