@@ -177,9 +177,10 @@ Status exchangePeerInfo(ncclComm* comm) {
   if (neighbour >= 0) {
     std::call_once(sharingNoted, [&] {
       WEFT_WARN("ranks %d and %d run on GPU %s in this process (NCCL_WEFT_ALLOW_GPU_SHARING, tests only): their "
-                "kernels wait for each other, and CUDA feeds one GPU's streams through a few hardware queues in launch order "
-                "(CUDA_DEVICE_MAX_CONNECTIONS, default 8), so a rank that launches far ahead of another can queue its "
-                "later kernel in front of the other's earlier one and hang both: keep the ranks' launches in step",
+                "kernels wait for each other, and CUDA feeds one GPU's streams through a few hardware queues in "
+                "launch order (CUDA_DEVICE_MAX_CONNECTIONS, default 8), so a rank that launches far ahead of another "
+                "can queue its later kernel in front of the other's earlier one and hang both: keep the ranks' "
+                "launches in step",
                 comm->rank, neighbour, comm->busId.c_str());
     });
   }

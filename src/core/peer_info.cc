@@ -85,25 +85,21 @@ bool allOnOneHost(const std::vector<PeerInfo>& peers) {
   return true;
 }
 
-bool sharesGpu(const std::vector<PeerInfo>& peers, int rank) {
+namespace {
+// Another rank on the GPU of rank `rank` (same bus id within one host, or one process), or -1.
+int rankOnSameGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess) {
+  const PeerInfo& me = peers[rank];
   for (const PeerInfo& p : peers) {
-    if (p.rank != rank && p.hostHash == peers[rank].hostHash &&
-        strncmp(p.busId, peers[rank].busId, sizeof(p.busId)) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
-int rankSharingGpuInProcess(const std::vector<PeerInfo>& peers, int rank) {
-  for (const PeerInfo& p : peers) {
-    if (p.rank != rank && p.processHash == peers[rank].processHash &&
-        strncmp(p.busId, peers[rank].busId, sizeof(p.busId)) == 0) {
-      return p.rank;
-    }
+    const bool near = sameProcess ? p.processHash == me.processHash : p.hostHash == me.hostHash;
+    if (p.rank != rank && near && strncmp(p.busId, me.busId, sizeof(p.busId)) == 0) return p.rank;
   }
   return -1;
 }
+}  // namespace
+
+bool sharesGpu(const std::vector<PeerInfo>& peers, int rank) { return rankOnSameGpu(peers, rank, false) >= 0; }
+
+int rankSharingGpuInProcess(const std::vector<PeerInfo>& peers, int rank) { return rankOnSameGpu(peers, rank, true); }
 
 bool allOnOneGpu(const std::vector<PeerInfo>& peers) {
   if (!allOnOneHost(peers)) return false;

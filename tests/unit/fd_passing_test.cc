@@ -210,7 +210,6 @@ TEST(FdPassing, BothDirectionsManyFds) {
   EXPECT_EQ(waitChild(child), 0);
 }
 
-// Sends raw bytes (and optionally an fd) to an endpoint, as a stranger would.
 // A connection to an abstract-name endpoint that sends nothing (blocking connect: it waits while
 // the endpoint's backlog is full). Invalid on failure.
 util::UniqueFd connectTo(const FdAddress& to) {
@@ -223,6 +222,7 @@ util::UniqueFd connectTo(const FdAddress& to) {
   return s;
 }
 
+// Sends raw bytes (and optionally an fd) to an endpoint, as a stranger would.
 void sendRaw(const FdAddress& to, const void* data, size_t bytes, int fd = -1) {
   util::UniqueFd conn = connectTo(to);
   ASSERT_TRUE(conn.valid()) << strerror(errno);
