@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <type_traits>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
@@ -47,28 +48,38 @@ uint64_t membersFingerprint(int nRanks, const std::vector<int>& members) {
 
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x53484b48;    // "SHKH"
-constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
+constexpr uint32_t kAskMagic = 0x53484b41;      // "SHKA": the first survivor opens a round
+constexpr uint32_t kHelloMagic = 0x53484b48;    // "SHKH": a survivor's answer, with its list's fingerprint
+constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV": the round's outcome
 constexpr int kShrinkTag = 0x53480000;         // apart from ncclCommSplit's 0x53000000 + n
 constexpr int64_t kVerdictGraceMs = 5000;      // a survivor's wait for the verdict, past its own timeout
 constexpr int64_t kLateVerdictMs = 500;        // sending it to a survivor whose hello never came
+constexpr int64_t kAskMs = 5000;               // at most, per survivor: one on a dead host holds up no other
 
-struct ShrinkHello {
+// One shape for the three messages of a round (a receive names its size). A call is one round,
+// numbered by the first survivor at random: a hello answers one round and a verdict ends one, so
+// messages left over from an earlier call (a survivor that came late, or gave up early) are told
+// apart and passed over instead of being taken as this call's.
+struct ShrinkMessage {
   uint32_t magic;
   int32_t parentRanks;
+  uint64_t round;  // nonzero
   int32_t survivors;
-  uint32_t nonce;  // this call's, random and nonzero: the verdict answering this hello repeats it
-  uint64_t fingerprint;
+  int32_t status;        // verdict: ncclSuccess, or what every survivor returns
+  uint64_t fingerprint;  // hello: the sender's list; verdict: the first survivor's
+  int32_t rank;          // verdict: the parent rank at fault; -1 for the first survivor itself
+  uint32_t reserved;
+  ncclUniqueId id;       // verdict: the child's, when status is ncclSuccess
 };
+static_assert(sizeof(ShrinkMessage) == 40 + sizeof(ncclUniqueId), "no padding: every byte is set");
+static_assert(std::is_trivially_copyable<ShrinkMessage>::value, "sent as bytes");
 
-struct ShrinkVerdict {
-  uint32_t magic;
-  int32_t status;  // ncclSuccess, or what every survivor returns
-  int32_t rank;    // the parent rank at fault; -1 for the first survivor itself
-  uint32_t nonce;  // of the hello it answers (0: none came)
-  uint64_t fingerprint;  // of the first survivor's list
-  ncclUniqueId id;  // the child's, when status is ncclSuccess
-};
+ShrinkMessage shrinkMessage(uint32_t magic, uint64_t round, const ShrinkMessage& mine) {
+  ShrinkMessage m = mine;
+  m.magic = magic;
+  m.round = round;
+  return m;
+}
 
 // The bootstrap's waits poll no abort flag while this lives.
 class NoAbortFlag {
@@ -81,43 +92,66 @@ class NoAbortFlag {
   const std::atomic<bool>* saved_;
 };
 
-std::string faultText(Status status, int rank) {
+std::string faultText(Status status, int rank, int me) {
   if (rank < 0) return "the first survivor could not create the new communicator's unique id";
   if (status == ncclInvalidUsage) {
     return "parent rank " + std::to_string(rank) + " passed a different excludeRanksList (every survivor must "
            "pass the same ranks)";
   }
+  if (rank == me) {
+    return "this rank (parent rank " + std::to_string(rank) + ") came after the first survivor had stopped waiting "
+           "for it (NCCL_BOOTSTRAP_TIMEOUT); every survivor must call ncclCommShrink again";
+  }
   return "parent rank " + std::to_string(rank) + " could not be reached (it exited, hangs, or never called "
          "ncclCommShrink); it is not excluded - add it to excludeRanksList if it is gone";
 }
 
-Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkHello& mine,
+// Reads member's hello of `round`, passing over the hellos of earlier rounds it left unread.
+Status readHello(bootstrap::Bootstrap& b, int member, uint64_t round, const util::Deadline& deadline,
+                 ShrinkMessage* hello) {
+  for (;;) {
+    WEFT_TRY(b.recvUntil(member, kShrinkTag, hello, sizeof(*hello), deadline));
+    if (hello->magic != kHelloMagic || hello->round == round) return ncclSuccess;
+  }
+}
+
+Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkMessage& mine,
                      const std::function<Status(ncclUniqueId*)>& makeId, ncclUniqueId* childId) {
-  ShrinkVerdict v;
-  memset(&v, 0, sizeof(v));
-  v.magic = kVerdictMagic;
-  v.fingerprint = mine.fingerprint;
+  uint64_t round = 0;
+  std::random_device random;
+  while (round == 0) round = ((uint64_t)random() << 32) ^ random();
+  ShrinkMessage v = shrinkMessage(kVerdictMagic, round, mine);
   v.status = ncclSuccess;
   v.rank = -1;
-  std::vector<bool> unreachable(members.size(), false), gone(members.size(), false);
-  std::vector<uint32_t> nonces(members.size(), 0);
-  // One deadline for all the hellos: a survivor that never calls costs one timeout, not one per
+  std::vector<bool> unreachable(members.size(), false), gone(members.size(), false), asked(members.size(), false);
+  // One deadline for the whole round: a survivor that never calls costs one timeout, not one per
   // survivor, and the verdict (naming it) reaches the others before their longer wait ends.
   const util::Deadline hellos = b.operationDeadline();
-  for (size_t i = 1; i < members.size(); ++i) {
-    // A dead survivor is noticed quickly, and one that never calls stalls the others anyway: so
-    // reading on past a failure costs little, and leaves no hello behind for a later shrink.
-    ShrinkHello h;
-    const Status s = b.recvUntil(members[i], kShrinkTag, &h, sizeof(h), hellos);
-    unreachable[i] = s == ncclRemoteError || s == ncclSystemError;
+  auto fault = [&](size_t i, Status s, bool reached) {
+    unreachable[i] = !reached;
     gone[i] = s == ncclRemoteError;  // its connection closed: no verdict can reach it
-    if (!isError(s)) nonces[i] = h.nonce;
-    const bool same = !isError(s) && h.magic == kHelloMagic && h.fingerprint == mine.fingerprint &&
-                      h.survivors == mine.survivors && h.parentRanks == mine.parentRanks;
-    if (!same && v.status == ncclSuccess) {
-      v.status = unreachable[i] ? s : ncclInvalidUsage;
+    if (v.status == ncclSuccess) {
+      v.status = reached ? ncclInvalidUsage : s == ncclRemoteError ? s : ncclSystemError;
       v.rank = members[i];
     }
+  };
+  const ShrinkMessage ask = shrinkMessage(kAskMagic, round, mine);
+  for (size_t i = 1; i < members.size(); ++i) {
+    // Each ask gets a few seconds of its own: connecting to a dead host takes all it is given.
+    const util::Deadline d = util::Deadline::earliest(hellos, util::Deadline::afterMs(kAskMs));
+    const Status s = b.sendUntil(members[i], kShrinkTag, &ask, sizeof(ask), d);
+    asked[i] = !isError(s);
+    if (isError(s)) fault(i, s, false);
+  }
+  for (size_t i = 1; i < members.size(); ++i) {
+    if (unreachable[i]) continue;
+    // A dead survivor is noticed quickly, and one that never calls stalls the others anyway: so
+    // reading on past a failure costs little.
+    ShrinkMessage h;
+    const Status s = readHello(b, members[i], round, hellos, &h);
+    const bool same = !isError(s) && h.magic == kHelloMagic && h.fingerprint == mine.fingerprint &&
+                      h.survivors == mine.survivors && h.parentRanks == mine.parentRanks;
+    if (!same) fault(i, s, !isError(s));
   }
   if (v.status == ncclSuccess) {
     Status s = makeId(&v.id);
@@ -128,33 +162,44 @@ Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 1; i < members.size(); ++i) {
       if (gone[i] || unreachable[i] != (pass == 1)) continue;
-      v.nonce = nonces[i];
       const util::Deadline d = pass == 0 ? b.operationDeadline() : util::Deadline::afterMs(kLateVerdictMs);
+      // One never asked (an earlier ask ran out of time) takes a verdict only of a round it answered.
+      if (!asked[i] && isError(b.sendUntil(members[i], kShrinkTag, &ask, sizeof(ask), d))) continue;
       (void)b.sendUntil(members[i], kShrinkTag, &v, sizeof(v), d);  // a failure here is theirs to report
     }
   }
   if (v.status != ncclSuccess) {
-    WEFT_WARN("ncclCommShrink (parent rank %d, first survivor): %s", b.rank(), faultText((Status)v.status, v.rank).c_str());
+    WEFT_WARN("ncclCommShrink (parent rank %d, first survivor): %s", b.rank(),
+              faultText((Status)v.status, v.rank, b.rank()).c_str());
     return (Status)v.status;
   }
   *childId = v.id;
   return ncclSuccess;
 }
 
-Status otherSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkHello& mine,
+Status otherSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkMessage& mine,
                      ncclUniqueId* childId) {
   const int first = members[0];
-  WEFT_TRY(b.send(first, kShrinkTag, &mine, sizeof(mine)));
-  ShrinkVerdict v;
   // Longer than the first survivor's wait for the hellos: if another survivor stalls, its verdict
-  // names that one, rather than this rank timing out on the first survivor. A verdict of an
-  // earlier call of other survivors (this rank gave up before it came) answers another hello of
-  // this rank and names another list: passed over. (Answering an older hello with this list, it
-  // is the first survivor's answer to this call, which read that hello first: taken.)
-  const util::Deadline verdict = b.operationDeadline().extendedByMs(kVerdictGraceMs);
-  do {
-    WEFT_TRY(b.recvUntil(first, kShrinkTag, &v, sizeof(v), verdict));
-  } while (v.magic == kVerdictMagic && v.nonce != 0 && v.nonce != mine.nonce && v.fingerprint != mine.fingerprint);
+  // names that one, rather than this rank timing out on the first survivor.
+  const util::Deadline deadline = b.operationDeadline().extendedByMs(kVerdictGraceMs);
+  // Every round found is answered, an earlier call's too (its first survivor passes that hello
+  // over); the verdict taken is the one ending a round answered in this call. So a round of an
+  // earlier call (this rank came late to it, or gave up on it before its ask came) is joined, and
+  // its verdict, naming this rank as late, fails this call too: a stale verdict can only be a
+  // failure (success needs this rank's hello of that round). Every survivor then calls again.
+  uint64_t answered = 0;
+  ShrinkMessage v;
+  for (;;) {
+    WEFT_TRY(b.recvUntil(first, kShrinkTag, &v, sizeof(v), deadline));
+    if (v.magic == kAskMagic && v.round != 0) {
+      const ShrinkMessage hello = shrinkMessage(kHelloMagic, v.round, mine);
+      WEFT_TRY(b.sendUntil(first, kShrinkTag, &hello, sizeof(hello), deadline));
+      answered = v.round;
+    } else if (v.magic != kVerdictMagic || (answered != 0 && v.round == answered)) {
+      break;
+    }
+  }
   const bool known = v.status == ncclSuccess || v.status == ncclInvalidUsage || v.status == ncclRemoteError ||
                      v.status == ncclSystemError || v.status == ncclInternalError || v.status == ncclInvalidArgument;
   if (v.magic != kVerdictMagic || !known || v.rank < -1 || v.rank >= b.nRanks()) {
@@ -165,7 +210,7 @@ Status otherSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, c
   }
   if (v.status != ncclSuccess) {
     WEFT_WARN("ncclCommShrink (parent rank %d): parent rank %d (the first survivor) refused the shrink: %s", b.rank(),
-              first, faultText((Status)v.status, v.rank).c_str());
+              first, faultText((Status)v.status, v.rank, b.rank()).c_str());
     return (Status)v.status;
   }
   *childId = v.id;
@@ -182,13 +227,11 @@ Status agreeOnShrink(bootstrap::Bootstrap& parent, const std::vector<int>& membe
   }
   NoAbortFlag noAbort(parent);
   parent.forgetFailureNotices();
-  ShrinkHello mine;
+  ShrinkMessage mine;  // what this rank's messages carry
   memset(&mine, 0, sizeof(mine));
-  mine.magic = kHelloMagic;
   mine.parentRanks = parent.nRanks();
   mine.survivors = (int32_t)members.size();
   mine.fingerprint = membersFingerprint(parent.nRanks(), members);
-  while (mine.nonce == 0) mine.nonce = (uint32_t)std::random_device{}();
   if (members[0] == parent.rank()) return firstSurvivor(parent, members, mine, makeId, childId);
   return otherSurvivor(parent, members, mine, childId);
 }

@@ -2,9 +2,10 @@
 // parent-rank order. The excluded ranks take no part (they may have died): the survivors agree
 // over the parent's bootstrap alone, which still works when the parent has failed or was revoked.
 //
-// The agreement: every survivor sends the first survivor (the child's rank 0) a fingerprint of
-// its exclude list; the first survivor checks that all are equal, creates the child's unique id
-// and hands it out, or tells every survivor which parent rank disagreed or could not be reached.
+// The agreement, one round per call: the first survivor (the child's rank 0) asks every other
+// survivor for a fingerprint of its exclude list, checks that all are equal, creates the child's
+// unique id and hands it out, or tells every survivor which parent rank disagreed or could not be
+// reached. Rounds are numbered, so messages of an earlier call that ended early are passed over.
 // Then the survivors create the child as ncclCommInitRank does. A survivor that never calls
 // leaves the others waiting until NCCL_BOOTSTRAP_TIMEOUT, as any communicator creation.
 #pragma once

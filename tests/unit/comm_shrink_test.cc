@@ -252,13 +252,53 @@ RankOutcome lateVerdictOfAnEarlierCall(int rank, const ncclUniqueId& id) {
   return test::outcome(s, log::lastErrorOfThread());
 }
 
-TEST(CommShrinkAgreement, AVerdictOfAnEarlierCallIsPassedOver) {
+// Three ranks as processes, each running body; their results.
+std::vector<ChildResult> runThreeRanks(const ForkedRanks::Body& body) {
   ForkedRanks ranks;
-  ranks.start({0, 1, 2}, lateVerdictOfAnEarlierCall);
+  ranks.start({0, 1, 2}, body);
   ParentRoot root(30);
   ranks.sendId(root.id);
-  auto rs = ranks.wait(40000);
+  return ranks.wait(40000);
+}
+
+TEST(CommShrinkAgreement, AVerdictOfAnEarlierCallIsPassedOver) {
+  auto rs = runThreeRanks(lateVerdictOfAnEarlierCall);
   for (const ChildResult& r : rs) EXPECT_EQ(r.outcome.status, ncclSuccess) << test::describe(rs);
+}
+
+// Rank 1 comes to the first shrink after the first survivor gave up on it (timeouts of 1 s): that
+// call fails on every survivor. The retry without rank 2 (another list) must not take the answer
+// rank 1 gave in the first call for its answer to the second.
+RankOutcome lateHelloOfAnEarlierCall(int rank, const ncclUniqueId& id) {
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "20");
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  WEFT_CHILD_TRY(bootstrap::Bootstrap::init(id, rank, 3, nullptr, &b));
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "1");
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ncclUniqueId child;
+  WEFT_CHILD_CHECK(agreeOnShrink(*b, {0, 1, 2}, fakeId, &child) != ncclSuccess,
+                   "the first shrink succeeded although rank 1 came late");
+  const std::string said = log::lastErrorOfThread();
+  WEFT_CHILD_CHECK(rank != 1 || said.find("came after the first survivor") != std::string::npos,
+                   "rank 1 was not told it came late: " + said);
+  WEFT_CHILD_CHECK(rank == 1 || said.find("parent rank 1 could not be reached") != std::string::npos,
+                   "rank 1 was not named: " + said);
+  if (rank == 2) return test::outcome(ncclSuccess);
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "10");
+  const Status s = agreeOnShrink(*b, {0, 1}, fakeId, &child);
+  if (isError(s)) return test::outcome(s, log::lastErrorOfThread());
+  return RankOutcome{ncclSuccess, 0, idText(child)};
+}
+
+TEST(CommShrinkAgreement, AnAnswerLeftFromAnEarlierCallIsPassedOver) {
+  auto rs = runThreeRanks(lateHelloOfAnEarlierCall);
+  std::string ids;
+  for (const ChildResult& r : rs) {
+    ASSERT_EQ(r.outcome.status, ncclSuccess) << test::describe(rs);
+    if (r.rank == 2) continue;
+    if (ids.empty()) ids = r.outcome.text;
+    EXPECT_EQ(r.outcome.text, ids) << "both survivors get the first survivor's id" << test::describe(rs);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
