@@ -26,7 +26,7 @@
 # (OLD=folder: an older library's stack need, memory and speed against these binaries), small (every
 # collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set), destroy (communicators
 # destroyed in threads mode while another one's kernel waits: P2P and SHM, 2 and 4 ranks), graphs
-# (CUDA graph extras through the graph work pool, and the pool's growth).
+# (CUDA graph extras through the graph work pool, and the pool's growth; then without graph mixing).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -98,6 +98,9 @@ stage_graphs() {
     -m threads,procs --no-sweep --no-selftest --extras graphs
   echo "graph work buffers, most per rank: $(grep -oE "graph work buffers: [0-9]+" $L/sw-graphpool.log |
     awk '{print $4}' | sort -n | tail -1) (of $(grep -c "graph work buffers:" $L/sw-graphpool.log) growth lines)"
+  # Without the mixing event nodes only the library's per-graph records order the forked-capture
+  # extra's launches (session 38: the old first-in-first-out records gave wrong results here).
+  sw graphs-nomix "NCCL_GRAPH_MIXING_SUPPORT=0" -m threads,procs --no-sweep --no-selftest --extras graphs
 }
 
 stage_latency() {

@@ -128,16 +128,18 @@ struct ncclComm {
   // communicator's last launch in them; a graph's first launch waits for it and lastLaunchEvent.
   weft::runtime::Event graphLaunchEvent = nullptr;
   bool graphsOrdered = false;  // a graph records graphLaunchEvent: stream launches wait for it too
-  // Per graph being captured (the latest few, newest last): the stream and the nodes this
-  // communicator's latest launch in it ended with (a later launch into it on another stream starts
-  // after them) and, with NCCL_GRAPH_MIXING_SUPPORT, the node recording graphLaunchEvent after them.
+  // Per graph being captured (the latest used few): the stream and the nodes this communicator's
+  // latest launch in it ended with (a later launch into it on another stream starts after them)
+  // and, with NCCL_GRAPH_MIXING_SUPPORT, the node recording graphLaunchEvent after them.
   struct CaptureOrder {
     unsigned long long graphId = 0;
     weft::runtime::Stream stream = nullptr;
     std::vector<weft::runtime::GraphNode> tail;
     weft::runtime::GraphNode record = nullptr;
+    uint64_t lastUse = 0;  // captureUses when a launch last went into this graph
   };
   std::vector<CaptureOrder> captureOrders;
+  uint64_t captureUses = 0;
   std::unique_ptr<weft::enqueue::GraphWorkPool> graphWorks;  // items of captured launches
   std::vector<void*> deviceAllocations;    // rings of the device state (p2p owns the peer tables)
   weft::runtime::Stream lastLaunchStream = nullptr;

@@ -225,10 +225,13 @@ bool graphMixing() {
   return on;
 }
 
-// The communicator's record for the graph `graphId`, if any.
+// The communicator's record for the graph `graphId`, if any, marked as just used.
 ncclComm::CaptureOrder* findCaptureOrder(ncclComm* comm, unsigned long long graphId) {
-  for (ncclComm::CaptureOrder& o : comm->captureOrders)
-    if (o.graphId == graphId) return &o;
+  for (ncclComm::CaptureOrder& o : comm->captureOrders) {
+    if (o.graphId != graphId) continue;
+    o.lastUse = ++comm->captureUses;
+    return &o;
+  }
   return nullptr;
 }
 
@@ -253,12 +256,21 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
   order.graphId = graphId;
   order.stream = stream;
   WEFT_TRY(runtime::captureFrontier(stream, &order.tail));
-  // Captures of one communicator rarely interleave; the oldest records are of ended ones (one
-  // still going would get a second set of waits and a second record: more order, not less).
-  constexpr size_t kKeptCaptures = 8;
+  order.lastUse = ++comm->captureUses;
+  // A capture's end is not seen here, so records are kept for the graphs used last: captures of
+  // one communicator rarely interleave, and one still going whose record was dropped (32 others
+  // used since its last launch) would lose the order between its launches on forked streams and
+  // get a second record node of graphLaunchEvent (the first, left behind an earlier launch, may
+  // run after it at a replay: stream launches would then wait too little).
+  constexpr size_t kKeptCaptures = 32;
   std::vector<ncclComm::CaptureOrder>& orders = comm->captureOrders;
-  if (orders.size() >= kKeptCaptures) orders.erase(orders.begin());
-  orders.push_back(std::move(order));
+  if (orders.size() >= kKeptCaptures) {
+    auto oldest = std::min_element(orders.begin(), orders.end(),
+                                   [](const auto& a, const auto& b) { return a.lastUse < b.lastUse; });
+    *oldest = std::move(order);
+  } else {
+    orders.push_back(std::move(order));
+  }
   return ncclSuccess;
 }
 

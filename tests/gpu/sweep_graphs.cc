@@ -311,10 +311,46 @@ void testGraphWorkReuse(std::vector<RankCtx*>& L, const Options& o, bool threade
   watchNote(L[0]->rank, "extras: graph work reuse done");
 }
 
+// Captures of one call each into kInterleaved other graphs, begun and ended while the graph of
+// the forked-capture extra is still being captured: the library's per-graph records of the
+// communicator's launches must keep that graph's (the old first-in-first-out eight lost it).
+constexpr int kInterleaved = 12;
+std::string captureInterleaved(std::vector<RankCtx*>& L, const CaseSet& s, size_t k) {
+  std::string why;
+  for (int g = 0; g < kInterleaved && why.empty(); ++g) {
+    std::vector<cudaStream_t> streams(L.size(), nullptr);
+    for (size_t l = 0; l < L.size(); ++l) {
+      cudaSetDevice(L[l]->dev);
+      cudaError_t e = cudaStreamCreateWithFlags(&streams[l], cudaStreamNonBlocking);
+      if (e == cudaSuccess) e = cudaStreamBeginCapture(streams[l], cudaStreamCaptureModeThreadLocal);
+      if (e != cudaSuccess && why.empty()) why = std::string("interleaved capture: ") + cudaGetErrorString(e);
+    }
+    if (why.empty()) {
+      size_t l = 0;
+      const ncclResult_t r = groupCall(L, [&](RankCtx& x) {
+        const size_t me = l++;
+        return issueCase(s.cases[k], s.places[me][k], ncclSum, x.rank, x.nranks, x.comm, streams[me]);
+      });
+      if (r != ncclSuccess) why = std::string("NCCL call in an interleaved capture returned ") + ncclGetErrorString(r);
+    }
+    for (size_t l = 0; l < L.size(); ++l) {
+      if (streams[l] == nullptr) continue;
+      cudaSetDevice(L[l]->dev);
+      cudaGraph_t graph = nullptr;
+      const cudaError_t e = cudaStreamEndCapture(streams[l], &graph);
+      if (e != cudaSuccess && why.empty()) why = std::string("interleaved end capture: ") + cudaGetErrorString(e);
+      if (graph) cudaGraphDestroy(graph);
+      cudaStreamDestroy(streams[l]);
+    }
+  }
+  return why;
+}
+
 // Three calls of one communicator captured into one graph, on the captured stream, on a stream
 // forked from it before the first call, and on the captured stream again, with no edge between them
 // from the caller: the library puts each after the one before (their kernels share connections).
-// Replayed 20 times, every result checked.
+// Between the first two, kInterleaved other graphs capture a call each. Replayed 20 times, every
+// result checked.
 void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
   constexpr int kReplays = 20;
   const CaseSet s = layOut(L, {allReduce(65537), allReduce(200003), allReduce(4099)});
@@ -340,6 +376,7 @@ void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
       return issueCase(s.cases[k], s.places[me][k], ncclSum, x.rank, x.nranks, x.comm, k == 1 ? side[me] : x.stream);
     });
     if (r != ncclSuccess) why = std::string("NCCL call during capture returned ") + ncclGetErrorString(r);
+    if (k == 0 && why.empty()) why = captureInterleaved(L, s, 2);
   }
   for (size_t l = 0; l < L.size(); ++l) {
     cudaSetDevice(L[l]->dev);
@@ -373,7 +410,7 @@ void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
   }
   addExtraAll(L,
               "CUDA graph: three allreduces captured on a stream, a forked one and the first again, no edges, "
-              "20 replays",
+              "12 other captures between, 20 replays",
               why.empty() ? 1 : 0, why.empty() ? "every replay checked" : why);
   watchNote(L[0]->rank, "extras: forked capture done");
 }
