@@ -16,6 +16,7 @@
 #include "core/op_ledger.h"
 #include "core/param.h"
 #include "core/comm_topology.h"
+#include "core/cpu_affinity.h"
 #include "core/peer_info.h"
 #include "core/rank_agreement.h"
 #include "core/watchdog.h"
@@ -345,6 +346,8 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
                                                          : 0;
   comm->runtimeConnect = kRuntimeConnect.get() != 0;
   WEFT_TRY(checkRanksAgree(comm));
+  // Host memory is allocated and first touched from here on: next to this rank's GPU.
+  ScopedCpuAffinity affinity(comm->gpuCpuMap, rank);
   WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
   WEFT_TRY(setupDeviceState(comm));
   WEFT_TRY(comm->bootstrap->barrier());

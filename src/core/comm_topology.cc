@@ -8,6 +8,7 @@
 #include "core/param.h"
 #include "core/peer_info.h"
 #include "graph/channels.h"
+#include "core/cpu_affinity.h"
 #include "graph/detect.h"
 #include "graph/paths.h"
 #include "graph/rank_record.h"
@@ -78,6 +79,7 @@ Status describeOwnHost(ncclComm* comm, const graph::TopoFileSettings& files, gra
   WEFT_TRY(graph::collectNvmlFacts(&in));
   graph::XmlNode system;
   WEFT_TRY(graph::detectSystemXml(in, &system));
+  comm->gpuCpuMap = gpuCpuMap(system, comm->busId);
   rec->rank = comm->rank;
   rec->nRanks = comm->nRanks;
   rec->hostHash = in.hostHash;

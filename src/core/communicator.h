@@ -49,6 +49,7 @@ struct ncclComm {
   int cudaDev = -1;
   int smCount = 0;  // the GPU's multiprocessors
   std::string busId;
+  std::string gpuCpuMap;  // the CPUs next to this rank's GPU, from the topology (core/cpu_affinity.h)
   uint64_t commHash = 0;  // identifies the communicator in logs (from the unique id)
   weft::core::CommConfig config;
 

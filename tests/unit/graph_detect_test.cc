@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/cpu_affinity.h"
 #include "graph/detect.h"
 #include "graph/detect_sysfs.h"
 #include "graph/topo_xml.h"
@@ -55,6 +56,7 @@ TEST(GraphDetect, H200VmMatchesFixture) {
   XmlNode sys;
   ASSERT_EQ(detectSystemXml(h200Inputs(), &sys), ncclSuccess);
   EXPECT_EQ(writeXml(sys), readFile(testing::fixturePath("h200x2_vm.xml")));
+  EXPECT_EQ(core::gpuCpuMap(sys, "0000:00:06.0"), "") << "no NUMA node: communicators leave CPU affinity alone";
   Topology t;
   ASSERT_EQ(detectTopology(h200Inputs(), &t), ncclSuccess);
   EXPECT_EQ(t.nRanks(), 2);
@@ -109,6 +111,7 @@ TEST(GraphDetect, SwitchBoxWalksUpTheTree) {
       "  </cpu>\n"
       "</system>\n";
   EXPECT_EQ(writeXml(sys), expected);
+  EXPECT_EQ(core::gpuCpuMap(sys, "0000:13:00.0"), "00000000,ffff0000") << "the CPUs a communicator is created on";
   Topology t;
   ASSERT_EQ(buildTopology(sys, &t), ncclSuccess);
   computePaths(&t, TopoOptions{});
@@ -143,6 +146,7 @@ TEST(GraphDetect, TopoFileIsTheBase) {
   XmlNode sys;
   ASSERT_EQ(detectSystemXml(in, &sys), ncclSuccess);
   EXPECT_EQ(writeXml(sys), readFile(testing::fixturePath("h200x2_vm.xml")));
+  EXPECT_EQ(core::gpuCpuMap(sys, "0000:00:06.0"), "") << "no NUMA node: communicators leave CPU affinity alone";
   in.topoFile = "/nonexistent/topo.xml";
   EXPECT_EQ(detectSystemXml(in, &sys), ncclSystemError);
 }

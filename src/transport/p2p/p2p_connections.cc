@@ -7,6 +7,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/communicator.h"
+#include "core/cpu_affinity.h"
 #include "core/param.h"
 #include "core/peer_info.h"
 #include "runtime/block_pool.h"
@@ -357,6 +358,7 @@ Status P2pConnections::uploadSimpleBuffer(int channel, int peer, bool send) {
 
 Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& senders) {
   const auto deadline = setupDeadline();
+  core::ScopedCpuAffinity affinity(comm->gpuCpuMap, comm->rank);  // segments made here: next to the GPU
   for (int p : senders) {
     if (recvReady_[p]) continue;
     runtime::ShareableAlloc& alloc = simpleOnlyLocal_[p];
