@@ -346,10 +346,13 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
                                                          : 0;
   comm->runtimeConnect = kRuntimeConnect.get() != 0;
   WEFT_TRY(checkRanksAgree(comm));
-  // Host memory is allocated and first touched from here on: next to this rank's GPU.
-  ScopedCpuAffinity affinity(comm->gpuCpuMap, rank);
-  WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
-  WEFT_TRY(setupDeviceState(comm));
+  {
+    // Host memory is allocated and first touched here: next to this rank's GPU. (Ended before
+    // the watchdog may start: that process-wide thread keeps the mask it is started with.)
+    ScopedCpuAffinity affinity(comm->gpuCpuMap, rank);
+    WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
+    WEFT_TRY(setupDeviceState(comm));
+  }
   WEFT_TRY(comm->bootstrap->barrier());
   if (comm->ledger) comm->findings = std::make_unique<FindingWatch>(comm->commHash, sameHostPeers(comm));
   watchCommunicator(comm);

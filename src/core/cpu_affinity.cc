@@ -27,10 +27,13 @@ int hexDigit(char c) {
 
 bool parseCpuMap(const std::string& text, cpu_set_t* out) {
   CPU_ZERO(out);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return false;
+  const std::string map = text.substr(first, text.find_last_not_of(" \t\r\n") + 1 - first);
   std::vector<std::string> words(1);
-  for (char c : text) {
+  for (char c : map) {
     if (c == ',') words.emplace_back();
-    else if (c != '\n' && c != ' ') words.back() += c;
+    else words.back() += c;
   }
   for (size_t w = 0; w < words.size(); ++w) {
     const std::string& word = words[words.size() - 1 - w];  // the last word holds CPUs 0-31
@@ -96,7 +99,16 @@ ScopedCpuAffinity::ScopedCpuAffinity(const std::string& gpuMap, int rank) {
               gpuMap.c_str());
     return;
   }
-  if (sched_getaffinity(0, sizeof(saved_), &saved_) != 0) return;
+  if (CPU_COUNT(&gpu) == 0) {
+    WEFT_INFO(log::kInit, "rank %d: the GPU's NUMA node lists no CPUs (%s); CPU affinity left as it is", rank,
+              gpuMap.c_str());
+    return;
+  }
+  if (sched_getaffinity(0, sizeof(saved_), &saved_) != 0) {
+    WEFT_INFO(log::kInit, "rank %d: could not read this thread's CPU mask (%s); CPU affinity left as it is", rank,
+              strerror(errno));
+    return;
+  }
   const cpu_set_t want = creationCpus(gpu, saved_, kIgnoreCpuAffinity.get() != 0);
   if (CPU_COUNT(&want) == 0) {
     WEFT_INFO(log::kInit, "rank %d: none of the GPU's CPUs (%s) is in this thread's mask (%s); CPU affinity left as "
