@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <type_traits>
 
 #include "bootstrap/bootstrap.h"
@@ -117,9 +116,7 @@ Status readHello(bootstrap::Bootstrap& b, int member, uint64_t round, const util
 
 Status firstSurvivor(bootstrap::Bootstrap& b, const std::vector<int>& members, const ShrinkMessage& mine,
                      const std::function<Status(ncclUniqueId*)>& makeId, ncclUniqueId* childId) {
-  uint64_t round = 0;
-  std::random_device random;
-  while (round == 0) round = ((uint64_t)random() << 32) ^ random();
+  const uint64_t round = bootstrap::randomJobKey();  // random and nonzero
   ShrinkMessage v = shrinkMessage(kVerdictMagic, round, mine);
   v.status = ncclSuccess;
   v.rank = -1;

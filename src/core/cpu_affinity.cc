@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include "core/log.h"
@@ -21,6 +20,15 @@ int hexDigit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+// Whether the GPU of (canonical) busId sits below `n`.
+bool holdsGpu(const graph::XmlNode& n, const std::string& busId) {
+  const bool isIt = n.name == "pci" && graph::canonicalBusId(n.attrOr("busid", "")) == busId;
+  if (isIt && n.child("gpu") != nullptr) return true;
+  for (const graph::XmlNode& c : n.children)
+    if (holdsGpu(c, busId)) return true;
+  return false;
 }
 
 }  // namespace
@@ -77,16 +85,8 @@ cpu_set_t creationCpus(const cpu_set_t& gpu, const cpu_set_t& allowed, bool igno
 
 std::string gpuCpuMap(const graph::XmlNode& system, const std::string& busId) {
   const std::string want = graph::canonicalBusId(busId);
-  std::function<bool(const graph::XmlNode&)> holdsGpu = [&](const graph::XmlNode& n) {
-    if (n.name == "pci" && graph::canonicalBusId(n.attrOr("busid", "")) == want && n.child("gpu") != nullptr) {
-      return true;
-    }
-    for (const graph::XmlNode& c : n.children)
-      if (holdsGpu(c)) return true;
-    return false;
-  };
   for (const graph::XmlNode& cpu : system.children) {
-    if (cpu.name == "cpu" && holdsGpu(cpu)) return cpu.attrOr("affinity", "");
+    if (cpu.name == "cpu" && holdsGpu(cpu, want)) return cpu.attrOr("affinity", "");
   }
   return "";
 }
