@@ -85,6 +85,11 @@ constexpr int kCounterLineWords = 16;
 // receiver's memory).
 constexpr int kOfferSeqWord = 1, kOfferTokenWord = 2, kOfferOffsetWord = 3, kOfferBytesWord = 4;
 constexpr int kMarkerWord = 1, kDirectCountWord = 2;
+// The sender's Simple step sizes, in its head line: the bytes of step s at kStepSizeWord + s % kSteps,
+// stored before the step's tail. The network proxy sends that many bytes of the slot (a peer through
+// GPU or shared memory reads only what its work says; the store stays in the sender's own memory).
+constexpr int kStepSizeWord = 8;
+static_assert(kStepSizeWord > kOfferBytesWord && kStepSizeWord + kSteps <= kCounterLineWords, "step sizes fit the line");
 
 // Zero-copy point-to-point (algo/p2p_direct.cuh): registrations (ncclCommRegister) that a peer
 // shared with this rank, mapped here: where this rank may write what it sends to that peer. A slot

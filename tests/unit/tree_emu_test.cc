@@ -135,10 +135,10 @@ class TreeFabric {
     edges_[c].insert({s, r});
     buffers_.emplace_back(size_t(kSteps) * stepBytesOf<P>() + 128, 0);
     char* buf = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(buffers_.back().data()) + 127) & ~uintptr_t(127));
-    counters_.push_back(std::make_unique<uint64_t[]>(2));
+    // Each counter starts a line of its own, as in the transports' memory (abi.h kCounterLineWords).
+    counters_.push_back(std::make_unique<uint64_t[]>(2 * kCounterLineWords));  // zero-filled
     uint64_t* tail = &counters_.back()[0];
-    uint64_t* head = &counters_.back()[1];
-    *tail = *head = 0;
+    uint64_t* head = &counters_.back()[kCounterLineWords];
     for (ConnInfo* ci : {&peers_[s][c][r].send, &peers_[r][c][s].recv}) {
       ci->buffs[P::kId] = buf;
       ci->stepBytes[P::kId] = (int32_t)stepBytesOf<P>();

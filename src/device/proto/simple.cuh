@@ -136,9 +136,9 @@ class SimpleLink {
 
   WEFT_DEV uint64_t stepBytes() const { return stepBytes_; }
 
-  // Sync warp, whole warp: wait until the next slice may start, then release it.
-  WEFT_DEV void syncSlice(bool recv, bool send) {
-    if (arch::laneId() == 0) waitSlice(recv, send);
+  // Sync warp, whole warp: wait until the next slice (of `bytes` bytes) may start, then release it.
+  WEFT_DEV void syncSlice(bool recv, bool send, uint64_t bytes) {
+    if (arch::laneId() == 0) waitSlice(recv, send, bytes);
     arch::syncWarp();
     arch::barArrive(barrierBase_ + (int)(slice_ % kSimpleReadyDepth), nBarThreads_);
     advance(recv, send);
@@ -181,7 +181,7 @@ class SimpleLink {
   }
 
   // Sync warp lane 0.
-  WEFT_DEV void waitSlice(bool recv, bool send) {
+  WEFT_DEV void waitSlice(bool recv, bool send, uint64_t bytes) {
     if (!aborted_ && arch::ldVolatileShared(&sh_->aborted)) aborted_ = true;
     int spins = 0;
     bool firstRead = true, acquireDue = false;
@@ -215,6 +215,8 @@ class SimpleLink {
       }
     }
     if (slice_ < 2) probeBy(slice_ == 0 ? kProbeSliceReady0 : kProbeSliceReady1, true);
+    // The step's size for a network proxy (abi.h kStepSizeWord); the tail's fence publishes it.
+    if (send && !aborted_) arch::stRelaxedSys(sendHead_ + kStepSizeWord + sendStep_ % kSteps, bytes);
     int d = (int)(slice_ % kSimpleReadyDepth);
     pendTail_.set(d, send ? sendStep_ + 1 : 0);
     pendHead_.set(d, recv ? recvStep_ + 1 : 0);
@@ -366,11 +368,11 @@ class SimplePrims : public SimpleLink {
     constexpr int kSrcs = (Recv ? 1 : 0) + (SrcIn ? 1 : 0);
     constexpr int kDsts = (Send ? 1 : 0) + (DstOut ? 1 : 0);
     for (int64_t done = 0; done < n; done += sliceElems_) {
+      const int64_t len = n - done < sliceElems_ ? n - done : sliceElems_;
       if (syncRole()) {
-        syncSlice(Recv, Send);
+        syncSlice(Recv, Send, (uint64_t)len * sizeof(T));
         continue;
       }
-      const int64_t len = n - done < sliceElems_ ? n - done : sliceElems_;
       if (dataBegin()) {
         const T* in = SrcIn ? input_ + inOff + done : nullptr;
         T* out = DstOut ? output_ + outOff + done : nullptr;
