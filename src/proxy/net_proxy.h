@@ -1,0 +1,151 @@
+// The network proxy: one host thread per communicator that moves the Simple protocol's steps between
+// ranks on different hosts over TCP, for GPU kernels that only see host memory.
+//
+// Per connection (channel c, sender -> receiver) each side has kSteps slots of stepBytes in pinned
+// host memory and two 64-bit counters that start at 0 and only grow:
+//   sender GPU:   waits for head + kSteps > s, writes slot s % kSteps and stepSizes[s % kSteps], then
+//                 publishes gpuTail = s + 1 (release).
+//   send proxy:   for each new step sends {DataHeader, payload}; stores each credit it receives into head.
+//   recv proxy:   receives the payload straight into slot s % kSteps, then publishes tail = s + 1.
+//   receiver GPU: waits for tail > s, reads the slot, publishes gpuHead = s + 1.
+//   recv proxy:   sends a credit whenever gpuHead grew.
+// Flow control is end to end (the sender GPU waits for the receiver GPU), so a step that arrives
+// always lands in a free slot and a send slot is never rewritten before the proxy sent it; the proxy
+// checks both rules rather than trusting them.
+//
+// Setup: NetProxy::listen opens the listen socket, desc() is all-gathered by the caller, then start()
+// connects every send side to its peer (a Hello, echoed back to accept), accepts one connection per
+// receive side and starts the progress thread. Failures after start reach cfg.onFailure once, after
+// one WARN naming this rank, the peer, the channel and the direction; the thread then stops and shuts
+// every connection down, so that the peers notice at once. Abort does the same without the WARN.
+// An orderly destroy sends each peer a bye where nothing is owed to it, so that it stays quiet.
+// The slots and counters given to start() must stay valid until the NetProxy is destroyed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "core/status.h"
+#include "proxy/net_wire.h"
+#include "util/deadline.h"
+
+namespace weft::proxy {
+
+struct NetSendSide {  // this rank -> peer on channel
+  int channel = -1, peer = -1;
+  const volatile uint64_t* gpuTail = nullptr;    // GPU: step + 1 after writing the slot
+  const volatile uint64_t* stepSizes = nullptr;  // [kSteps]: bytes of step s at [s % kSteps], written before the tail
+  const char* slots = nullptr;                   // kSteps slots of stepBytes bytes
+  volatile uint64_t* head = nullptr;             // proxy: the receiver's consumption counter
+  uint64_t stepBytes = 0;
+};
+
+struct NetRecvSide {  // peer -> this rank on channel
+  int channel = -1, peer = -1;
+  char* slots = nullptr;                       // kSteps slots of stepBytes bytes
+  volatile uint64_t* tail = nullptr;           // proxy: step + 1 once the step's bytes are in
+  const volatile uint64_t* gpuHead = nullptr;  // GPU: step + 1 once consumed
+  uint64_t stepBytes = 0;
+};
+
+struct NetProxyConfig {
+  uint64_t jobKey = 0;
+  int rank = -1;
+  int nRanks = 0;
+  std::vector<std::string> peerNames;  // per rank, for messages, e.g. "rank 3 (pid 77 on node-b)"
+  const std::atomic<bool>* abortRequested = nullptr;  // stop quietly when set
+  // Called once, from the proxy thread, when a connection fails, after the WARN: ncclRemoteError for
+  // a peer that closed/reset or sent a malformed frame, ncclSystemError for local socket errors,
+  // ncclInternalError for counters the local GPU side got wrong. The proxy then stops moving data.
+  std::function<void(ncclResult_t)> onFailure;
+  int64_t setupTimeoutSec = 300;  // <= 0: wait forever
+};
+
+class NetProxy {
+ public:
+  // Opens a listening socket on `bindAddress` (port 0: any) for the peers to connect to. Bind to the
+  // address peers should use: desc() publishes the bound address as it is.
+  [[nodiscard]] static Status listen(const NetProxyConfig& cfg, const bootstrap::SocketAddress& bindAddress,
+                                     std::unique_ptr<NetProxy>* out);
+  // Stops the thread once the steps the kernels published are sent (at most a few seconds; at
+  // once after an abort or failure), then closes the sockets.
+  ~NetProxy();
+  NetProxy(const NetProxy&) = delete;
+  NetProxy& operator=(const NetProxy&) = delete;
+
+  ListenerDesc desc() const { return desc_; }  // to all-gather
+
+  // Collective with the peers named in sends/recvs: connects every send side to its peer's listener
+  // (peers indexed by rank; each used one is checked first), sends its Hello and waits for the echo;
+  // accepts one connection per receive side and echoes its checked Hello; all within
+  // cfg.setupTimeoutSec and giving up on abortRequested (the error names the connections still
+  // missing). Hellos that do not match an expected, unconnected receive side are refused (WARN,
+  // connection closed) and the wait goes on. Then starts the progress thread. Call once.
+  [[nodiscard]] Status start(const std::vector<NetSendSide>& sends, const std::vector<NetRecvSide>& recvs,
+                             const std::vector<ListenerDesc>& peers);
+
+  // Work is coming (a launch of this communicator): a proxy that idled into its slow polling
+  // (kIdleSlowMs without traffic) looks at the GPU's counters again at once. Cheap when it is awake.
+  void wake();
+  bool idle() const { return sleeping_.load(std::memory_order_relaxed); }  // for tests
+
+  // Frames moved so far (all connections), for tests and logs.
+  uint64_t stepsSent() const { return stepsSent_.load(std::memory_order_relaxed); }
+  uint64_t stepsReceived() const { return stepsReceived_.load(std::memory_order_relaxed); }
+
+ private:
+  struct SendConn;
+  struct RecvConn;
+  struct Stranger;
+
+  explicit NetProxy(const NetProxyConfig& cfg);
+  std::string peerName(int peer) const;
+  std::string describe(int channel, bool send, int peer) const;
+  Status checkSides(const std::vector<NetSendSide>& sends, const std::vector<NetRecvSide>& recvs) const;
+  Status connectSends(const std::vector<ListenerDesc>& peers, const util::Deadline& deadline);
+  Status acceptAndConfirm(const util::Deadline& deadline);
+  void acceptPending(std::vector<Stranger>* strangers);
+  bool readHello(Stranger& s);
+  Status admit(Stranger& s, const util::Deadline& deadline);
+  Status readEcho(SendConn& c);
+  std::string missingText() const;
+
+  void run();
+  bool progressSend(SendConn& c, short revents, bool* moved);
+  bool sendFrames(SendConn& c, bool* moved);
+  bool readCredits(SendConn& c, bool* moved);
+  bool progressRecv(RecvConn& c, short revents, bool* moved);
+  bool readData(RecvConn& c, bool* moved);
+  bool sendCredit(RecvConn& c, bool* moved);
+  bool fail(Status code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));  // WARN, onFailure: false
+  bool failIo(const std::string& what, const char* doing, int err);
+  void shutdownAll();
+  void sayGoodbye();
+  bool flushed() const;  // every step the kernels published has gone out
+  void keepAlive(int fd) const;
+
+  NetProxyConfig cfg_;
+  bootstrap::Fd listener_;
+  ListenerDesc desc_{};
+  std::vector<std::unique_ptr<SendConn>> sends_;
+  std::vector<std::unique_ptr<RecvConn>> recvs_;
+  std::unordered_map<int64_t, RecvConn*> recvByKey_;  // by (channel, peer): where a hello belongs
+  bool started_ = false;
+  bool failed_ = false;   // written by the progress thread; read after join
+  bool orderly_ = false;  // the thread stopped because the destructor asked: peers get a bye
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};  // the thread waits in poll() between looks at the counters
+  bootstrap::Fd wakeFd_;               // an eventfd in that poll: wake() writes it
+  std::atomic<uint64_t> stepsSent_{0};
+  std::atomic<uint64_t> stepsReceived_{0};
+  std::thread thread_;
+};
+
+}  // namespace weft::proxy

@@ -1,0 +1,105 @@
+// Wire formats of the network proxy (NetProxy): what a rank publishes so that its peers can reach
+// its proxy, the hello that opens a connection, and the two frames a connection carries.
+//
+// One TCP connection per (channel, sender, receiver): it carries data frames from the sending
+// proxy to the receiving one (a DataHeader followed by `bytes` of payload) and credits the other
+// way (the receiving GPU's consumption counter). The connecting side opens with a Hello; the
+// accepting side answers with the same Hello to accept it, or closes the connection to refuse it.
+// An orderly close is announced by a frame of the usual size whose magic is kByeMagic, so that a
+// peer destroying its communicator is not mistaken for one that crashed.
+//
+// Every frame is checked before it is used (DESIGN.md §1.5): a length read from the wire is
+// bounded before any payload is received. The check functions are pure: they return the status
+// and, on failure, a message for the caller's one WARN, starting with the caller's `from` text.
+// Integers travel in the host's byte order (little-endian hosts only, as the bootstrap's wire).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
+#include "core/status.h"
+#include "device/abi.h"
+
+namespace weft::proxy {
+
+constexpr uint32_t kListenerMagic = 0x4c504e57;  // "WNPL"
+constexpr uint32_t kHelloMagic = 0x48504e57;     // "WNPH"
+constexpr uint32_t kDataMagic = 0x44504e57;      // "WNPD"
+constexpr uint32_t kCreditMagic = 0x43504e57;    // "WNPC"
+constexpr uint32_t kByeMagic = 0x42504e57;       // "WNPB": orderly close, in place of a data header or credit
+constexpr uint16_t kNetWireVersion = 1;
+
+// Where a rank's proxy listens; all-gathered through the bootstrap before NetProxy::start.
+struct ListenerDesc {
+  uint32_t magic;
+  int32_t rank;
+  uint64_t jobKey;
+  bootstrap::wire::WireAddress address;
+};
+static_assert(sizeof(ListenerDesc) == 40, "ListenerDesc is exchanged between ranks");
+
+// First bytes on a connection, from the sending side; echoed by the receiving side to accept.
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved0;  // zero
+  uint64_t jobKey;
+  int32_t sender;
+  int32_t receiver;
+  int32_t channel;
+  uint32_t reserved1;  // zero
+  uint64_t stepBytes;  // slot size; both sides must agree
+};
+static_assert(sizeof(Hello) == 40, "Hello is part of the protocol");
+
+// Precedes each step's payload (sender -> receiver).
+struct DataHeader {
+  uint32_t magic;
+  int32_t channel;
+  uint64_t step;
+  uint64_t bytes;  // payload bytes that follow; at most the connection's stepBytes
+};
+static_assert(sizeof(DataHeader) == 24, "DataHeader is part of the protocol");
+
+// The receiving GPU consumed steps [0, head) (receiver -> sender).
+struct Credit {
+  uint32_t magic;
+  int32_t channel;
+  uint64_t head;
+};
+static_assert(sizeof(Credit) == 16, "Credit is part of the protocol");
+
+ListenerDesc makeListenerDesc(uint64_t jobKey, int rank, const bootstrap::SocketAddress& address);
+Hello makeHello(uint64_t jobKey, int sender, int receiver, int channel, uint64_t stepBytes);
+DataHeader makeDataHeader(int channel, uint64_t step, uint64_t bytes);
+Credit makeCredit(int channel, uint64_t head);
+DataHeader makeByeData(int channel);
+Credit makeByeCredit(int channel);
+inline bool isBye(const DataHeader& h) { return h.magic == kByeMagic; }
+inline bool isBye(const Credit& c) { return c.magic == kByeMagic; }
+
+// The descriptor rank `rank` published: magic, rank, job key, and a usable IPv4/IPv6 address with
+// a port (not the wildcard address). *address is written on success only. Failure: ncclRemoteError.
+[[nodiscard]] Status checkListenerDesc(const ListenerDesc& d, uint64_t jobKey, int rank, const char* from,
+                                       bootstrap::SocketAddress* address, std::string* why);
+
+// A hello as the accepting rank `receiver` of an nRanks communicator sees it: magic, version, job
+// key, receiver, a sender and channel (< dev::kMaxChannels) in range, nonzero stepBytes. Whether this (channel, sender)
+// is expected and free is the caller's question. Failure: ncclRemoteError.
+[[nodiscard]] Status checkHello(const Hello& h, uint64_t jobKey, int receiver, int nRanks, const char* from,
+                                std::string* why);
+
+// A data header (or a bye) on `channel`: the step must be the next one, its slot must be free
+// (step < windowEnd = receiver's consumed count + dev::kSteps) and bytes <= stepBytes. A bye is accepted
+// with any step and size (the caller tests isBye). Failure: ncclRemoteError.
+[[nodiscard]] Status checkDataHeader(const DataHeader& h, int channel, uint64_t expectedStep, uint64_t windowEnd,
+                                     uint64_t stepBytes, const char* from, std::string* why);
+
+// A credit (or a bye) on `channel`: head never goes backwards (lastHead) and never passes the
+// steps this side has sent. Failure: ncclRemoteError.
+[[nodiscard]] Status checkCredit(const Credit& c, int channel, uint64_t lastHead, uint64_t stepsSent, const char* from,
+                                 std::string* why);
+
+}  // namespace weft::proxy
