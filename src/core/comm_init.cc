@@ -137,6 +137,14 @@ void setupTuning(ncclComm* comm, int minChannels) {
         if (dev::isSupported((dev::Func)f, (dev::Algo)a, (dev::Proto)p, dev::kRedSum, dev::kFloat32))
           comm->tuning.supported[f] |= graph::pairBit(a, p);
   }
+  // The network transport's proxy forwards Simple steps (their sizes in the sender's head line);
+  // LL and LL128 carry flags in every line, which it does not look at: a communicator with any
+  // network hop runs Simple only, on every rank (anyNet is the same everywhere).
+  if (comm->anyNet) {
+    for (int f = 0; f < graph::kNumCollFuncs; ++f)
+      for (int a = 0; a < dev::kNumAlgos; ++a)
+        comm->tuning.supported[f] &= ~(graph::pairBit(a, dev::kProtoLL) | graph::pairBit(a, dev::kProtoLL128));
+  }
   decideTreeConnections(comm);
   // NCCL_NTHREADS: threads per block for LL and Simple in NCCL. weft's kernels are compiled for
   // a fixed block, so the value only sets the threads per channel the model assumes when it
@@ -186,15 +194,17 @@ Status exchangePeerInfo(ncclComm* comm) {
     });
   }
   if (!allOnOneHost(comm->peers)) {
-    for (const PeerInfo& p : comm->peers) {
-      if (p.hostHash != me.hostHash) {
-        WEFT_WARN("communicator creation: rank %d is on host %s and rank %d on host %s; weft does not have a network "
-                  "transport yet, so all ranks of a communicator must be on one host",
-                  me.rank, me.hostName, p.rank, p.hostName);
-        break;
+    std::string why;
+    if (!netTransportUsable(&why)) {
+      for (const PeerInfo& p : comm->peers) {
+        if (p.hostHash != me.hostHash) {
+          WEFT_WARN("communicator creation: rank %d is on host %s and rank %d on host %s, and %s", me.rank,
+                    me.hostName, p.rank, p.hostName, why.c_str());
+          break;
+        }
       }
+      return ncclInvalidUsage;
     }
-    return ncclInvalidUsage;
   }
   return ncclSuccess;
 }
@@ -328,7 +338,12 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     WEFT_TRY(buildCommTopology(comm, lo, hi, userLo));
   }
   comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
-  comm->simpleP2pChannels = transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
+  // Simple-only connections are made on first use through peer memory or /dev/shm, which a network
+  // peer has neither of: a communicator with network peers has none, for any pair (point-to-point
+  // then runs on the mesh channels and the rings, all connected at creation; a pair on one host
+  // gets fewer channels for it than it would in a one-host communicator).
+  comm->simpleP2pChannels =
+      comm->anyNet ? 0 : transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
   setupTuning(comm, userLo);
@@ -340,10 +355,12 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   // elsewhere, and a forced one is refused): on PCIe and host-memory hops its slots would be half
   // of every connection's staging buffer (4.7 of 9.2 MiB by default), never touched.
   if (!graph::ll128Usable(comm->tuning)) comm->protoStepBytes[dev::kProtoLL128] = 0;
+  if (comm->anyNet) comm->protoStepBytes[dev::kProtoLL] = comm->protoStepBytes[dev::kProtoLL128] = 0;  // Simple only
   comm->p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
   comm->p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
-  comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) ? (size_t)std::clamp<int64_t>(kP2pLLThreshold.get(), 0, INT32_MAX)
-                                                         : 0;
+  comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) && !comm->anyNet
+                         ? (size_t)std::clamp<int64_t>(kP2pLLThreshold.get(), 0, INT32_MAX)
+                         : 0;
   comm->runtimeConnect = kRuntimeConnect.get() != 0;
   WEFT_TRY(checkRanksAgree(comm));
   {

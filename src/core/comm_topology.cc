@@ -1,9 +1,12 @@
 #include "core/comm_topology.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/interfaces.h"
 #include "core/communicator.h"
 #include "core/param.h"
 #include "core/peer_info.h"
@@ -35,11 +38,45 @@ const param::IntParam kShmTransport{"NCCL_WEFT_SHM", 1};
 // and all_gather 2096/2120/2278/2602 us on 32/8/4/2 channels. 16 leaves room for two GPUs' links.
 const param::IntParam kShmMinChannels{"NCCL_WEFT_SHM_MIN_NCHANNELS", 16};
 
-// With NCCL_WEFT_SHM=2 every peer is reached through host shared memory.
+// Ranks of other hosts go through the network (the only transport that reaches them), and the
+// whole communicator is tuned for it: every rank sees the same host hashes, so all agree.
+void netForOtherHosts(ncclComm* comm) {
+  comm->netPeers.assign(comm->nRanks, false);
+  const uint64_t mine = comm->peers[comm->rank].hostHash;
+  for (int p = 0; p < comm->nRanks; ++p) comm->netPeers[p] = comm->peers[p].hostHash != mine;
+  comm->anyNet = !allOnOneHost(comm->peers);
+}
+
+// The socket transport's device for the topology: the interface the bootstrap listens on (its
+// PCI place and speed from sysfs where it has them; unknown speed: 10 Gb/s, as NCCL's socket
+// transport assumes). Only for communicators spanning hosts: a NIC in a one-host topology could
+// change the transport NCCL would pick between two GPUs.
+graph::DetectNet socketNetDevice(const ncclComm* comm) {
+  graph::DetectNet net;
+  net.name = "socket";
+  net.speedMbps = 10000;
+  const bootstrap::SocketAddress& mine = comm->bootstrap->listenAddress();
+  for (const bootstrap::Interface& itf : bootstrap::listInterfaces()) {
+    if (itf.address.hostString() == mine.hostString()) net.name = itf.name;
+  }
+  for (const graph::DetectNet& n : graph::sysfsNetDevices("/sys")) {
+    if (n.name == net.name) {
+      net.pciPath = n.pciPath;
+      net.speedMbps = n.speedMbps;
+    }
+  }
+  net.dev = 0;
+  net.gdr = false;
+  return net;
+}
+
+// With NCCL_WEFT_SHM=2 every peer is reached through host shared memory, but those on other hosts
+// (the network's: call it after netPeers is set).
 void shmForEveryPeer(ncclComm* comm) {
   if (kShmTransport.get() != 2) return;
-  comm->shmPeers.assign(comm->nRanks, true);
-  comm->shmPeers[comm->rank] = false;
+  comm->shmPeers.assign(comm->nRanks, false);
+  for (int p = 0; p < comm->nRanks; ++p)
+    comm->shmPeers[p] = p != comm->rank && !(p < (int)comm->netPeers.size() && comm->netPeers[p]);
   comm->tuning.intraLink = graph::kLinkShm;  // priced as host memory; no LL128 there
   comm->tuning.oneGpu = false;                // (ranks sharing a GPU would otherwise get it)
   WEFT_INFO(log::kInit | log::kShm, "rank %d: NCCL_WEFT_SHM=2: every peer through host shared memory", comm->rank);
@@ -77,6 +114,7 @@ Status describeOwnHost(ncclComm* comm, const graph::TopoFileSettings& files, gra
   gpu.sm = props.ccMajor * 10 + props.ccMinor;
   in.gpus.push_back(gpu);
   WEFT_TRY(graph::collectNvmlFacts(&in));
+  if (!allOnOneHost(comm->peers)) in.nets.push_back(socketNetDevice(comm));
   graph::XmlNode system;
   WEFT_TRY(graph::detectSystemXml(in, &system));
   comm->gpuCpuMap = gpuCpuMap(system, comm->busId);
@@ -119,10 +157,25 @@ void rankOrderRings(ncclComm* comm, int minChannels, int userMin) {
   comm->tuning = graph::fallbackTuningInput(comm->nRanks, nChannels);
   // Ranks sharing one GPU (tests only) end here: the topology merge refuses them.
   comm->tuning.oneGpu = comm->nRanks > 1 && allOnOneGpu(comm->peers);
+  netForOtherHosts(comm);
+  if (comm->anyNet) {
+    std::vector<uint64_t> hosts;
+    for (const PeerInfo& p : comm->peers)
+      if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end()) hosts.push_back(p.hostHash);
+    comm->tuning.nNodes = (int)hosts.size();
+  }
   shmForEveryPeer(comm);
 }
 
 }  // namespace
+
+bool netTransportUsable(std::string* why) {
+  const std::string net = param::getStr("NCCL_NET", "");
+  if (net.empty() || strcasecmp(net.c_str(), "Socket") == 0) return true;
+  *why = "NCCL_NET=" + net + " names a network weft does not have: weft reaches other hosts through its socket "
+         "transport only (unset NCCL_NET, or set it to Socket)";
+  return false;
+}
 
 int channelFloor(int minChannels, int userMin, bool anyShm, int shmMinChannels) {
   if (!anyShm || minChannels <= userMin) return minChannels;
@@ -169,13 +222,24 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
     WEFT_TRY(graph::decodeTransportRow(rowBytes[r].data(), rowBytes[r].size(), comm->nRanks, &rows[r]));
   }
   WEFT_TRY(graph::verifyTransportAgreement(rows));
-  bool anyShm = kShmTransport.get() == 2;
-  for (const auto& r : rows) anyShm = anyShm || std::find(r.begin(), r.end(), graph::TransportKind::Shm) != r.end();
-  minChannels = channelFloor(minChannels, userMinChannels, anyShm, (int)kShmMinChannels.get());
+  bool anyShm = kShmTransport.get() == 2, anyNet = false;
+  for (const auto& r : rows) {
+    anyShm = anyShm || std::find(r.begin(), r.end(), graph::TransportKind::Shm) != r.end();
+    anyNet = anyNet || std::find(r.begin(), r.end(), graph::TransportKind::Net) != r.end();
+  }
+  // Host memory bounds network hops too (each channel costs pinned staging buffers and sockets).
+  minChannels = channelFloor(minChannels, userMinChannels, anyShm || anyNet, (int)kShmMinChannels.get());
   opts.minChannels = minChannels;  // the ring search repeats its rings up to the floor
   comm->shmPeers.assign(comm->nRanks, false);
+  comm->netPeers.assign(comm->nRanks, false);
+  comm->anyNet = anyNet;
+  std::string netWhy;
   for (int p = 0; p < comm->nRanks; ++p) {
     if (p == comm->rank || row[p] == graph::TransportKind::P2p) continue;
+    if (row[p] == graph::TransportKind::Net && netTransportUsable(&netWhy)) {
+      comm->netPeers[p] = true;
+      continue;
+    }
     if (row[p] == graph::TransportKind::Shm && kShmTransport.get() >= 1) {
       comm->shmPeers[p] = true;
       continue;
@@ -185,8 +249,8 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
                 "turns weft's SHM transport off; unset it, or allow peer-to-peer access (NCCL_P2P_DISABLE / "
                 "NCCL_P2P_LEVEL)", comm->rank, p, comm->peers[p].busId);
     } else {
-      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through the network, which weft does not implement "
-                "yet; check NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE", comm->rank, p, comm->peers[p].busId);
+      WEFT_WARN("rank %d: rank %d (GPU %s) can only be reached through the network, and %s", comm->rank, p,
+                comm->peers[p].busId, netWhy.c_str());
     }
     return ncclInvalidUsage;
   }
@@ -210,6 +274,11 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
   // goes through it (anyShm, from every rank's row): ranks must pick the same protocols and lay out
   // their connections alike (comm_init leaves LL128 slots out where LL128 cannot run).
   if (anyShm) comm->tuning.intraLink = graph::kLinkShm;
+  const int nNetPeers = (int)std::count(comm->netPeers.begin(), comm->netPeers.end(), true);
+  if (nNetPeers > 0) {
+    WEFT_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through the network (socket transport, %d hosts)",
+              comm->rank, nNetPeers, comm->tuning.nNodes);
+  }
   const int nShmPeers = (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true);
   if (nShmPeers > 0) {
     WEFT_INFO(log::kInit | log::kShm, "rank %d: %d peer(s) through host shared memory (SHM transport)", comm->rank,

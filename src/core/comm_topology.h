@@ -3,6 +3,8 @@
 // channels (ring orders) and the transport of every pair come out of it, checked for agreement.
 #pragma once
 
+#include <string>
+
 #include "core/status.h"
 
 struct ncclComm;
@@ -19,5 +21,9 @@ namespace weft::core {
 // the user's floor) drops to shmMinChannels when any pair of the communicator goes through host
 // memory (anyShm, from every rank's transport row, so all ranks agree).
 int channelFloor(int minChannels, int userMin, bool anyShm, int shmMinChannels);
+
+// Whether ranks on other hosts can be reached (weft's socket network transport, transport/net):
+// NCCL_NET unset or "Socket". Otherwise false with *why saying what to change.
+bool netTransportUsable(std::string* why);
 
 }  // namespace weft::core

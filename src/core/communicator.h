@@ -92,6 +92,11 @@ struct ncclComm {
   // Per rank: reached through host shared memory (the SHM transport) rather than peer-to-peer
   // access (graph/transport_choice.h); empty: every peer is P2P.
   std::vector<bool> shmPeers;
+  // Per rank: on another host, reached through the network (transport/net); anyNet: some pair of
+  // the communicator is (every rank knows it alike), which limits every rank to what the network
+  // transport carries (Simple; see core/comm_init.cc).
+  std::vector<bool> netPeers;
+  bool anyNet = false;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;                                 // Simple (== protoStepBytes[kProtoSimple])
   int protoStepBytes[weft::dev::kNumProtos] = {};     // ConnInfo.stepBytes of every connection

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -33,6 +34,12 @@ std::string localHostName() {
   char name[256] = "";
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+std::string describeRank(const PeerInfo& p) {
+  char text[160];
+  snprintf(text, sizeof(text), "rank %d (pid %d on %s)", p.rank, p.pid, p.hostName);
+  return text;
 }
 
 uint64_t localHostHash() {

@@ -29,6 +29,8 @@ uint64_t localHostHash();
 uint64_t localProcessHash();
 uint64_t localPidNamespace();  // 0 when /proc/self/ns/pid cannot be read
 std::string localHostName();
+// "rank 3 (pid 77 on node-b)": a peer as messages name it.
+std::string describeRank(const PeerInfo& p);
 
 // Checks a gathered table: every entry intact and in its place, no two ranks on one GPU (unless
 // allowSharedGpu). Errors name both ranks.

@@ -459,6 +459,7 @@ Status launchOne(const CommLaunches& c, size_t index, runtime::ScopedDevice* dev
   WEFT_TRY(writeWorks(c.comm, launch, c.capturing ? c.streams[0] : nullptr, c.graphId, &args));
   if (profiling()) lap(&t, &profile.writeUs);
   void* params[] = {&args};
+  if (c.comm->anyNet && c.comm->p2p) c.comm->p2p->wakeNetwork();
   // Not where ranks share the GPU (tests only): their kernels must all be resident at once, and a
   // kernel launched early holds SMs while it waits for the one before it, which may wait for
   // another rank's kernel that then finds no SM free (4 ranks on one H100, CUDA graphs: a hang).

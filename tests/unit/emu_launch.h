@@ -221,6 +221,8 @@ class EmuRingComm {
   }
 
   uint64_t step(int c, int s, int r) const { return peers_[s][c][r].send.step; }
+  // Rank r's table entry for peer p on channel c (tests that reroute a link).
+  DevPeer& devPeer(int r, int c, int p) { return peers_[r][c][p]; }
 
   // The symmetric collectives' barrier memory (abi.h DevSymSignals): rank r's at base0 + r * stride.
   void setSymSignals(DevSymSignals* base0, uint64_t stride) {

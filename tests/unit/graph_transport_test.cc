@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "core/comm_topology.h"
 #include "core/param.h"
 #include "graph/transport_choice.h"
 #include "graph_test_util.h"
+#include "test_env.h"
 
 namespace weft::graph {
 namespace {
@@ -167,6 +169,27 @@ TEST(ShmChannels, OnlyWeftsOwnFloorDropsForHostMemoryHops) {
   EXPECT_EQ(core::channelFloor(24, 24, true, 16), 24) << "NCCL_MIN_NCHANNELS=24 is the user's: kept";
   EXPECT_EQ(core::channelFloor(8, 1, true, 16), 8) << "the SHM floor never raises the count";
   EXPECT_EQ(core::channelFloor(32, 1, true, 0), 1) << "a zero setting still builds one channel";
+}
+
+// Ranks on other hosts go through weft's socket transport: NCCL_NET unset or "Socket" (any case);
+// a network weft does not have is refused with a reason that names the setting.
+TEST(NetTransportSetting, SocketOrUnsetReachesOtherHosts) {
+  std::string why;
+  {
+    test::ScopedEnv env;
+    env.unset("NCCL_NET");
+    EXPECT_TRUE(core::netTransportUsable(&why));
+  }
+  {
+    test::ScopedEnv env;
+    env.set("NCCL_NET", "socket");
+    EXPECT_TRUE(core::netTransportUsable(&why));
+  }
+  test::ScopedEnv env;
+  env.set("NCCL_NET", "IB");
+  EXPECT_FALSE(core::netTransportUsable(&why));
+  EXPECT_NE(why.find("NCCL_NET=IB"), std::string::npos) << why;
+  EXPECT_NE(why.find("Socket"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -68,11 +68,7 @@ std::string shmTag(const ncclComm* comm) {
   return tag;
 }
 
-std::string describePeer(const ncclComm* comm, int p) {
-  char text[160];
-  snprintf(text, sizeof(text), "rank %d (pid %d on %s)", p, comm->peers[p].pid, comm->peers[p].hostName);
-  return text;
-}
+std::string describePeer(const ncclComm* comm, int p) { return core::describeRank(comm->peers[p]); }
 
 }  // namespace
 
@@ -86,7 +82,12 @@ std::vector<bool> connectedPeers(const ConnectionPlan& plan) {
   return peers;
 }
 
+char* P2pConnections::localFor(int p) const {
+  return (viaShm(p) || viaNet(p)) && hostLocal_ ? hostLocal_->devicePtr() : (char*)local_.ptr();
+}
+
 P2pConnections::~P2pConnections() {
+  netConns_.reset();  // stops the proxy before any memory it writes goes
   if (sharing_ != nullptr && sharing_->sharedAny()) reportDirectReceives();
   sharing_.reset();  // unmaps the peers' registrations
   hostPeers_.clear();  // unmap the peers' host memory before our own goes
@@ -115,6 +116,8 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
   self->simpleOnlyImported_.resize(comm->nRanks);
   self->shm_.assign(comm->nRanks, false);
   for (int p = 0; p < comm->nRanks && p < (int)comm->shmPeers.size(); ++p) self->shm_[p] = comm->shmPeers[p];
+  self->net_.assign(comm->nRanks, false);
+  for (int p = 0; p < comm->nRanks && p < (int)comm->netPeers.size(); ++p) self->net_[p] = comm->netPeers[p];
   self->hostPeers_.resize(comm->nRanks);
   self->simpleOnlyHostLocal_.resize(comm->nRanks);
   self->simpleOnlyHostImported_.resize(comm->nRanks);
@@ -125,21 +128,23 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     WEFT_TRY(p2p::FdEndpoint::create(comm->commHash, comm->rank, p2p::fdSocketDirFromEnv(),
                                      &self->endpoint_));
     const std::vector<bool> connected = connectedPeers(comm->connPlan);
-    bool shmAny = false, shmAll = true;
+    bool shmAny = false, hostAny = false, hostAll = true;
     for (int p = 0; p < comm->nRanks; ++p) {
       if (!connected[p]) continue;
       shmAny = shmAny || self->viaShm(p);
-      shmAll = shmAll && self->viaShm(p);
+      hostAny = hostAny || self->viaShm(p) || self->viaNet(p);
+      hostAll = hostAll && (self->viaShm(p) || self->viaNet(p));
     }
     // With every peer through host memory no peer maps the GPU allocation: only the counters stay
     // (the direct-receive count reads them); the staging buffers live in the host segment.
-    const size_t gpuBytes = shmAny && shmAll ? self->layout_.buffersStart() : bytes;
+    const size_t gpuBytes = hostAny && hostAll ? self->layout_.buffersStart() : bytes;
     WEFT_TRY(runtime::allocShareable(gpuBytes, &self->local_, connectionMemory()));
     WEFT_TRY(runtime::deviceMemset(self->local_.ptr(), 0, self->local_.bytes()));
     WEFT_TRY(runtime::exportMem(self->local_, 0, self->local_.bytes(), &descs[comm->rank].gpu));
-    if (shmAny) {
+    if (hostAny) {
       WEFT_TRY(shm::MappedShm::create(shmTag(comm), bytes, &self->hostLocal_));
-      descs[comm->rank].host = self->hostLocal_->desc();
+      if (shmAny) descs[comm->rank].host = self->hostLocal_->desc();  // else no peer opens it
+      else self->hostLocal_->unlinkName();
     }
     self->jobKey_ = comm->commHash;
     self->rank_ = comm->rank;
@@ -159,8 +164,9 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     }
     WEFT_TRY(self->mapPeers(comm, gpuDescs));
     WEFT_TRY(self->mapShmPeers(comm, hostDescs));
+    if (comm->anyNet) WEFT_TRY(NetConnections::create(comm, self->layout_, self->hostLocal_.get(), &self->netConns_));
     std::vector<bool> sharePeers = connectedPeers(comm->connPlan);  // zero-copy needs peer access
-    for (int p = 0; p < comm->nRanks; ++p) sharePeers[p] = sharePeers[p] && !self->viaShm(p);
+    for (int p = 0; p < comm->nRanks; ++p) sharePeers[p] = sharePeers[p] && !self->viaShm(p) && !self->viaNet(p);
     WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), sharePeers, &self->sharing_));
     int simpleOnly = 0;
     for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
@@ -189,7 +195,7 @@ Status P2pConnections::mapPeers(ncclComm* comm, const std::vector<runtime::IpcMe
   const core::PeerInfo& me = comm->peers[comm->rank];
   auto deadline = setupDeadline();
   // Pushes first: every fd is on its way before anyone waits for one.
-  for (int p = 0; p < comm->nRanks; ++p) peers[p] = peers[p] && !viaShm(p);  // mapShmPeers' part
+  for (int p = 0; p < comm->nRanks; ++p) peers[p] = peers[p] && !viaShm(p) && !viaNet(p);  // not mapped here
   if (local_.kind() == runtime::MemKind::kCuMemFd) {
     for (int p = 0; p < comm->nRanks; ++p) {
       if (!peers[p]) continue;
@@ -279,7 +285,7 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
     for (int p = 0; p < comm->nRanks; ++p) {
       dev::DevPeer& dp = devPeers_[c][p];
       memset(&dp, 0, sizeof(dp));
-      char* local = viaShm(p) && hostLocal_ ? hostLocal_->devicePtr() : (char*)local_.ptr();
+      char* local = localFor(p);
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
         // A Simple-only connection's buffer comes on first use (acceptSends).
@@ -288,10 +294,16 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
         sendSimpleOnly_[c][p] = later;
         sendLater[p] = sendLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          dp.send.buffs[proto] = later ? nullptr : peerBase_[p] + layout_.recvBuffer(peerPlan, c, me) + layout_.protoOffset[proto];
           dp.send.stepBytes[proto] = comm->protoStepBytes[proto];
+          if (later) continue;
+          if (viaNet(p)) {  // into memory of ours that the proxy sends from (Simple only)
+            if (proto == dev::kProtoSimple) dp.send.buffs[proto] = netConns_->sendSlots(c, p);
+            continue;
+          }
+          dp.send.buffs[proto] = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me) + layout_.protoOffset[proto];
         }
-        dp.send.tail = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);
+        dp.send.tail = viaNet(p) ? netConns_->sendTail(c, p)
+                                 : (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kTailOffset);
         dp.send.head = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kHeadOffset);
         dp.sendRegs = sharing_ ? sharing_->deviceSlots(p) : nullptr;
       }
@@ -304,7 +316,8 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
           dp.recv.stepBytes[proto] = comm->protoStepBytes[proto];
         }
         dp.recv.tail = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kTailOffset);
-        dp.recv.head = (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kHeadOffset);
+        dp.recv.head = viaNet(p) ? netConns_->recvHead(c, p)
+                                 : (volatile uint64_t*)(peerBase_[p] + layout_.counterBlock(c, me) + kHeadOffset);
       }
     }
   }

@@ -19,6 +19,10 @@
 // only the memory differs: the counters and buffers of connections with them lie in a segment of
 // /dev/shm per rank (transport/shm/mapped_shm.h), mapped into the GPUs' address space, instead of
 // GPU memory. Registrations are never shared with them (zero-copy needs peer access).
+//
+// Peers on other hosts (the network transport: ncclComm::netPeers) get the same layout in this
+// rank's host connection memory too; what the kernels would write into their memory goes to
+// memory of this rank's that the proxy forwards from (transport/net/net_connections.h).
 #pragma once
 
 #include <memory>
@@ -32,6 +36,7 @@
 #include "transport/p2p/conn_layout.h"
 #include "transport/p2p/fd_passing.h"
 #include "transport/p2p/reg_sharing.h"
+#include "transport/net/net_connections.h"
 #include "transport/shm/mapped_shm.h"
 
 struct ncclComm;
@@ -60,6 +65,10 @@ class P2pConnections {
     return pending_ > 0 && recvSimpleOnly_[channel][peer] && !recvReady_[peer];
   }
   bool anyPending() const { return pending_ > 0; }
+  // Before a launch: the network proxy, if any, stops idling (NetConnections::wake).
+  void wakeNetwork() {
+    if (netConns_) netConns_->wake();
+  }
   // This process's fd endpoint (fd_passing.h); null with one rank.
   p2p::FdEndpoint* endpoint() const { return endpoint_.get(); }
   // Zero-copy sharing of registered buffers with the peers (reg_sharing.h); null with one rank.
@@ -76,6 +85,9 @@ class P2pConnections {
   [[nodiscard]] Status mapPeers(ncclComm* comm, const std::vector<runtime::IpcMemDesc>& descs);
   [[nodiscard]] Status mapShmPeers(ncclComm* comm, const std::vector<shm::ShmDesc>& descs);
   bool viaShm(int p) const { return p >= 0 && p < (int)shm_.size() && shm_[p]; }
+  bool viaNet(int p) const { return p >= 0 && p < (int)net_.size() && net_[p]; }
+  // Where this rank's connection memory for peer p is, as its GPU sees it.
+  char* localFor(int p) const;
   void buildDevPeers(const ncclComm* comm);
   [[nodiscard]] Status makeDeviceTables();
   // devPeers_[channel][peer]'s Simple buffer of one direction to the device table (only that field).
@@ -111,6 +123,11 @@ class P2pConnections {
   std::unique_ptr<shm::MappedShm> hostLocal_;
   std::vector<std::unique_ptr<shm::MappedShm>> hostPeers_;
   std::vector<std::unique_ptr<shm::MappedShm>> simpleOnlyHostLocal_, simpleOnlyHostImported_;
+
+  // Network transport: per rank, whether it is on another host; its connections (which keep their
+  // receive side in hostLocal_). Destroyed first: its proxy thread writes into hostLocal_.
+  std::vector<bool> net_;
+  std::unique_ptr<NetConnections> netConns_;
 };
 
 // Every rank this one has a connection with, in either direction, on any channel.

@@ -26,6 +26,7 @@ class MappedShm {
   [[nodiscard]] static Status open(const ShmDesc& d, const char* from, std::unique_ptr<MappedShm>* out);
 
   char* devicePtr() const { return devicePtr_; }
+  char* hostPtr() const { return static_cast<char*>(segment_.ptr()); }  // the same bytes, for host threads
   size_t bytes() const { return segment_.bytes(); }
   ShmDesc desc() const { return segment_.desc(); }
   // The creator's: once every peer has opened it (see ShmSegment::unlinkName).
