@@ -26,7 +26,8 @@
 # (OLD=folder: an older library's stack need, memory and speed against these binaries), small (every
 # collective 8 B - 2 MiB, graph and stream, against NCCL and OLD if set), destroy (communicators
 # destroyed in threads mode while another one's kernel waits: P2P and SHM, 2 and 4 ranks), graphs
-# (CUDA graph extras through the graph work pool, and the pool's growth; then without graph mixing).
+# (CUDA graph extras through the graph work pool, and the pool's growth; then without graph mixing),
+# net (the network transport between ranks posing as two hosts, against NCCL's sockets).
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
@@ -432,6 +433,28 @@ stage_shm() {
   [ "$NG" -ge 2 ] || return 0  # NCCL refuses ranks that share a GPU
   PERF_MODE="-g $NG" VARIANTS="nccl:$NCCL:NCCL_P2P_DISABLE=1 weft:$B:NCCL_P2P_DISABLE=1+NCCL_WEFT_SHM=1" \
     perfv shm all_reduce,all_gather,sendrecv 8 256M 8 10
+}
+# The network transport between ranks posing as hosts (WEFT_TEST_HOSTS / WEFT_PERF_HOSTS set
+# NCCL_HOSTID per process; one GPU is shared with NCCL_WEFT_ALLOW_GPU_SHARING): sweeps with 2 ranks
+# on 2 "hosts" and 4 ranks on 2 (P2P inside, network between), the fault scenarios, and busbw
+# against NCCL's socket transport posing the same way (NCCL may refuse ranks that share a GPU).
+stage_net() {
+  local e="WEFT_TEST_HOSTS=2 NCCL_WEFT_ALLOW_GPU_SHARING=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+  local g=$(( NG >= 2 ? NG : 2 ))
+  SWG=$g sw net "$e" -m procs --no-extras
+  grep -hoE "rank 0: .*(through the network|send and .* receive connection).*" $L/sw-net.log | sort | uniq -c | head -4
+  SWG=$g sw net-extras "$e" -m procs
+  SWG=4 sw net4 "$e" -m procs --no-extras
+  # The scenarios whose detection works across hosts (the others rely on this host's view of its
+  # peers: SIGSTOP seen in /proc, calls compared through shared memory).
+  for f in kill-allreduce kill-sendrecv kill-graph kill-finalize kill-shrink kill-window kill-sendrecv-reg \
+    stop-continue revoke-shrink shrink-alive; do
+    WEFT_TEST_HOSTS=3 timeout 100 $B/tests/gpu/weft_gpu_fault_test -n 3 -g $NG --only $f >> $L/faults-net.log 2>&1
+    echo "fault $f across posed hosts rc=$?"
+  done
+  grep -E "^(FAIL|FAILED)" $L/faults-net.log | head -8
+  PERF_MODE="-p 2 -g 1" VARIANTS="nccl:$NCCL:WEFT_PERF_HOSTS=2+NCCL_WEFT_ALLOW_GPU_SHARING=1 \
+    weft:$B:WEFT_PERF_HOSTS=2+NCCL_WEFT_ALLOW_GPU_SHARING=1" perfv net all_reduce,all_gather,sendrecv 8 64M 8 10
 }
 # Communicators destroyed while another communicator's kernel waits for the destroying rank (threads
 # mode, ranks sharing GPUs): the split/shrink extras over P2P and SHM with 2 and 4 ranks (session 33:

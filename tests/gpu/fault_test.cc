@@ -60,6 +60,7 @@
 
 #include "fd_io.h"
 #include "nccl.h"
+#include "test_hosts.h"
 
 namespace {
 
@@ -481,6 +482,7 @@ bool runScenario(Scenario sc, int nranks, int gpus) {
         if (g == 0) mine.push_back(writes[h]);
         else close(writes[h]);
       }
+      poseAsHostOfTest(g, nranks);
       _exit(runRank(sc, g, nranks, gpus, reads[g], mine));
     }
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sweep_host.h"
+#include "test_hosts.h"
 
 // Weak, so that the program also links against a library build that lacks the symbol (the branch
 // skeleton this was written on); with any real libnccl.so.2 it binds as usual.
@@ -320,6 +321,7 @@ Tally runProcessPerGpu(const Options& o, int G) {
     x.rank = g;
     x.nranks = G;
     x.dev = g % o.devices;
+    poseAsHostOfTest(g, G);
     ncclUniqueId id;
     watchNote(g, "sharing the unique id");
     if (!ids.share(g, &id)) {

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "runner.h"
@@ -74,6 +76,12 @@ void closeFd(int* fd) {
                             std::vector<Pipe>& resultPipes) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
   signal(SIGPIPE, SIG_IGN);          // a vanished reader shows up as a write error instead
+  // WEFT_PERF_HOSTS=H: the processes pretend to be on H hosts (NCCL_HOSTID, which NCCL reads too),
+  // so that one machine measures the network transport between them.
+  if (const char* hosts = getenv("WEFT_PERF_HOSTS"); hosts != nullptr && atoi(hosts) > 1) {
+    const std::string hostId = "perf-host-" + std::to_string(p * atoi(hosts) / (int)resultPipes.size());
+    setenv("NCCL_HOSTID", hostId.c_str(), 1);
+  }
   for (size_t q = 0; q < resultPipes.size(); ++q) {
     closeFd(&resultPipes[q].read);
     if ((int)q != p) closeFd(&resultPipes[q].write);
