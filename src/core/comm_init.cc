@@ -337,13 +337,13 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   } else {
     WEFT_TRY(buildCommTopology(comm, lo, hi, userLo));
   }
-  comm->p2pChannels = std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
-  // Simple-only connections are made on first use through peer memory or /dev/shm, which a network
-  // peer has neither of: a communicator with network peers has none, for any pair (point-to-point
-  // then runs on the mesh channels and the rings, all connected at creation; a pair on one host
-  // gets fewer channels for it than it would in a one-host communicator).
-  comm->simpleP2pChannels =
-      comm->anyNet ? 0 : transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
+  // The mesh channels connect every pair with every protocol at creation, for Direct (one host)
+  // and point-to-point. A communicator with network peers runs Simple only and no Direct: its
+  // pairs that are no ring or tree neighbours get Simple-only connections on first use instead, so
+  // that creation connects a number of sockets and buffers that does not grow with the ranks.
+  comm->p2pChannels = comm->anyNet ? 0 : std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
+  comm->simpleP2pChannels = transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
+  if (comm->anyNet) comm->simpleP2pChannels = std::max(comm->simpleP2pChannels, std::min(comm->nChannels, 1));
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
   setupTuning(comm, userLo);

@@ -15,9 +15,13 @@
 //
 // Setup: NetProxy::listen opens the listen socket, desc() is all-gathered by the caller, then start()
 // connects every send side to its peer (a Hello, echoed back to accept), accepts one connection per
-// receive side and starts the progress thread. Failures after start reach cfg.onFailure once, after
-// one WARN naming this rank, the peer, the channel and the direction; the thread then stops and shuts
-// every connection down, so that the peers notice at once. Abort does the same without the WARN.
+// receive side and starts the progress thread. Connections made on first use come later: the
+// receiving rank declares them (expectReceives) before it tells the sender, the sender connects
+// (addSends), and the receiver's progress thread, which keeps listening, accepts them.
+// Failures after start reach cfg.onFailure once, after one WARN naming this rank, the peer, the
+// channel and the direction; the thread then sends its peers a fail frame naming the rank that
+// failed first (where a connection is between frames), stops, and shuts every connection down, so
+// that the peers notice at once and name the cause. Abort shuts them down without a word.
 // An orderly destroy sends each peer a bye where nothing is owed to it, so that it stays quiet.
 // The slots and counters given to start() must stay valid until the NetProxy is destroyed.
 #pragma once
@@ -26,10 +30,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
+
+#include <poll.h>
 
 #include "bootstrap/socket.h"
 #include "core/status.h"
@@ -87,9 +95,19 @@ class NetProxy {
   // accepts one connection per receive side and echoes its checked Hello; all within
   // cfg.setupTimeoutSec and giving up on abortRequested (the error names the connections still
   // missing). Hellos that do not match an expected, unconnected receive side are refused (WARN,
-  // connection closed) and the wait goes on. Then starts the progress thread. Call once.
+  // connection closed) and the wait goes on. Then starts the progress thread, which keeps the
+  // listener for connections made on first use. Call once.
   [[nodiscard]] Status start(const std::vector<NetSendSide>& sends, const std::vector<NetRecvSide>& recvs,
                              const std::vector<ListenerDesc>& peers);
+
+  // After start(), for connections made on first use: receive sides that their peers will connect
+  // later. Never waits. Call it before the peer can learn that it may connect (its connect follows
+  // a message from this rank), so that every hello finds its side.
+  [[nodiscard]] Status expectReceives(const std::vector<NetRecvSide>& recvs);
+  // After start(): connects these send sides to their peers' listeners (which expect them), sends
+  // the hellos and waits for the echoes, within cfg.setupTimeoutSec and giving up on abort; then
+  // hands them to the progress thread. Fails at once once the proxy has failed or stopped.
+  [[nodiscard]] Status addSends(const std::vector<NetSendSide>& sends);
 
   // Work is coming (a launch of this communicator): a proxy that idled into its slow polling
   // (kIdleSlowMs without traffic) looks at the GPU's counters again at once. Cheap when it is awake.
@@ -108,24 +126,34 @@ class NetProxy {
   explicit NetProxy(const NetProxyConfig& cfg);
   std::string peerName(int peer) const;
   std::string describe(int channel, bool send, int peer) const;
-  Status checkSides(const std::vector<NetSendSide>& sends, const std::vector<NetRecvSide>& recvs) const;
-  Status connectSends(const std::vector<ListenerDesc>& peers, const util::Deadline& deadline);
+  // Sides well formed and never declared before (in this call or an earlier one).
+  Status checkSides(const std::vector<NetSendSide>& sends, const std::vector<NetRecvSide>& recvs);
+  Status connectOne(SendConn& c, const util::Deadline& deadline);
+  Status connectAndConfirm(SendConn& c, const util::Deadline& deadline);  // connectOne, then the echo
+  Status checkRunning(const char* what) const;  // for the calls after start()
   Status acceptAndConfirm(const util::Deadline& deadline);
-  void acceptPending(std::vector<Stranger>* strangers);
+  void acceptPending();
   bool readHello(Stranger& s);
   Status admit(Stranger& s, const util::Deadline& deadline);
   Status readEcho(SendConn& c);
   std::string missingText() const;
+  void adoptIncoming();  // progress thread: takes what expectReceives and addSends queued
+  void welcomeStrangers(bool* changed);  // progress thread: hellos of connections made on first use
 
   void run();
+  void buildPollSet(std::vector<pollfd>* fds) const;
   bool progressSend(SendConn& c, short revents, bool* moved);
   bool sendFrames(SendConn& c, bool* moved);
   bool readCredits(SendConn& c, bool* moved);
   bool progressRecv(RecvConn& c, short revents, bool* moved);
   bool readData(RecvConn& c, bool* moved);
   bool sendCredit(RecvConn& c, bool* moved);
-  bool fail(Status code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));  // WARN, onFailure: false
-  bool failIo(const std::string& what, const char* doing, int err);
+  // WARN, tell the peers (naming `culprit`, the rank whose connection failed or this one), stop,
+  // onFailure; returns false.
+  bool fail(Status code, int culprit, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
+  bool failIo(int peer, const std::string& what, const char* doing, int err);
+  bool failAfterPeer(int peer, uint64_t culprit, const std::string& what);  // the peer sent a fail frame
+  void announceFailure(int culprit);
   void shutdownAll();
   void sayGoodbye();
   bool flushed() const;  // every step the kernels published has gone out
@@ -137,8 +165,17 @@ class NetProxy {
   std::vector<std::unique_ptr<SendConn>> sends_;
   std::vector<std::unique_ptr<RecvConn>> recvs_;
   std::unordered_map<int64_t, RecvConn*> recvByKey_;  // by (channel, peer): where a hello belongs
+  std::vector<Stranger> strangers_;   // accepted, hello not yet complete
+  std::vector<ListenerDesc> peers_;   // from start(): where addSends connects
+  // Sides declared so far (checkSides), and those declared after start() that the progress thread
+  // has not yet taken (adoptIncoming): written by the communicator's threads, under mutex_.
+  std::mutex mutex_;
+  std::unordered_set<int64_t> sendKeys_, recvKeys_;
+  std::vector<std::unique_ptr<SendConn>> incomingSends_;
+  std::vector<std::unique_ptr<RecvConn>> incomingRecvs_;
+  std::atomic<bool> incoming_{false};
   bool started_ = false;
-  bool failed_ = false;   // written by the progress thread; read after join
+  std::atomic<bool> failed_{false};  // the progress thread stopped on a failure
   bool orderly_ = false;  // the thread stopped because the destructor asked: peers get a bye
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the thread waits in poll() between looks at the counters

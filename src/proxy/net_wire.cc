@@ -59,6 +59,10 @@ DataHeader makeByeData(int channel) { return DataHeader{kByeMagic, channel, 0, 0
 
 Credit makeByeCredit(int channel) { return Credit{kByeMagic, channel, 0}; }
 
+DataHeader makeFailData(int channel, int culprit) { return DataHeader{kFailMagic, channel, (uint64_t)culprit, 0}; }
+
+Credit makeFailCredit(int channel, int culprit) { return Credit{kFailMagic, channel, (uint64_t)culprit}; }
+
 Status checkListenerDesc(const ListenerDesc& d, uint64_t jobKey, int rank, const char* from,
                          bootstrap::SocketAddress* address, std::string* why) {
   if (d.magic != kListenerMagic) {
@@ -114,14 +118,14 @@ Status checkHello(const Hello& h, uint64_t jobKey, int receiver, int nRanks, con
 
 Status checkDataHeader(const DataHeader& h, int channel, uint64_t expectedStep, uint64_t windowEnd,
                        uint64_t stepBytes, const char* from, std::string* why) {
-  if (h.magic != kDataMagic && h.magic != kByeMagic) {
+  if (h.magic != kDataMagic && h.magic != kByeMagic && h.magic != kFailMagic) {
     return refuse(why, from, "data header has wrong magic 0x%08x (the stream lost its framing or is not weft's)",
                   h.magic);
   }
   if (h.channel != channel) {
     return refuse(why, from, "data header is for channel %d on this channel's connection", h.channel);
   }
-  if (h.magic == kByeMagic) return ncclSuccess;
+  if (h.magic == kByeMagic || h.magic == kFailMagic) return ncclSuccess;
   if (h.step != expectedStep) {
     return refuse(why, from, "data header carries step %llu, expected step %llu", (ull)h.step, (ull)expectedStep);
   }
@@ -138,13 +142,13 @@ Status checkDataHeader(const DataHeader& h, int channel, uint64_t expectedStep, 
 
 Status checkCredit(const Credit& c, int channel, uint64_t lastHead, uint64_t stepsSent, const char* from,
                    std::string* why) {
-  if (c.magic != kCreditMagic && c.magic != kByeMagic) {
+  if (c.magic != kCreditMagic && c.magic != kByeMagic && c.magic != kFailMagic) {
     return refuse(why, from, "credit has wrong magic 0x%08x (the stream lost its framing or is not weft's)", c.magic);
   }
   if (c.channel != channel) {
     return refuse(why, from, "credit is for channel %d on this channel's connection", c.channel);
   }
-  if (c.magic == kByeMagic) return ncclSuccess;
+  if (c.magic == kByeMagic || c.magic == kFailMagic) return ncclSuccess;
   if (c.head < lastHead) {
     return refuse(why, from, "credit goes backwards from %llu to %llu", (ull)lastHead, (ull)c.head);
   }

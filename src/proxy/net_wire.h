@@ -29,6 +29,9 @@ constexpr uint32_t kHelloMagic = 0x48504e57;     // "WNPH"
 constexpr uint32_t kDataMagic = 0x44504e57;      // "WNPD"
 constexpr uint32_t kCreditMagic = 0x43504e57;    // "WNPC"
 constexpr uint32_t kByeMagic = 0x42504e57;       // "WNPB": orderly close, in place of a data header or credit
+// "WNPF": this side's transfers stopped on a failure, in place of a data header or credit; its step
+// (or head) field names the rank whose connection failed first, so that a cascade names the cause.
+constexpr uint32_t kFailMagic = 0x46504e57;
 constexpr uint16_t kNetWireVersion = 1;
 
 // Where a rank's proxy listens; all-gathered through the bootstrap before NetProxy::start.
@@ -79,6 +82,10 @@ DataHeader makeByeData(int channel);
 Credit makeByeCredit(int channel);
 inline bool isBye(const DataHeader& h) { return h.magic == kByeMagic; }
 inline bool isBye(const Credit& c) { return c.magic == kByeMagic; }
+DataHeader makeFailData(int channel, int culprit);
+Credit makeFailCredit(int channel, int culprit);
+inline bool isFail(const DataHeader& h) { return h.magic == kFailMagic; }
+inline bool isFail(const Credit& c) { return c.magic == kFailMagic; }
 
 // The descriptor rank `rank` published: magic, rank, job key, and a usable IPv4/IPv6 address with
 // a port (not the wildcard address). *address is written on success only. Failure: ncclRemoteError.
@@ -92,13 +99,13 @@ inline bool isBye(const Credit& c) { return c.magic == kByeMagic; }
                                 std::string* why);
 
 // A data header (or a bye) on `channel`: the step must be the next one, its slot must be free
-// (step < windowEnd = receiver's consumed count + dev::kSteps) and bytes <= stepBytes. A bye is accepted
-// with any step and size (the caller tests isBye). Failure: ncclRemoteError.
+// (step < windowEnd = receiver's consumed count + dev::kSteps) and bytes <= stepBytes. A bye or fail
+// frame is accepted with any step and size (the caller tests isBye / isFail). Failure: ncclRemoteError.
 [[nodiscard]] Status checkDataHeader(const DataHeader& h, int channel, uint64_t expectedStep, uint64_t windowEnd,
                                      uint64_t stepBytes, const char* from, std::string* why);
 
-// A credit (or a bye) on `channel`: head never goes backwards (lastHead) and never passes the
-// steps this side has sent. Failure: ncclRemoteError.
+// A credit (or a bye or fail frame) on `channel`: head never goes backwards (lastHead) and never
+// passes the steps this side has sent. Failure: ncclRemoteError.
 [[nodiscard]] Status checkCredit(const Credit& c, int channel, uint64_t lastHead, uint64_t stepsSent, const char* from,
                                  std::string* why);
 

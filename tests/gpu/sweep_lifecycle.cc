@@ -308,14 +308,28 @@ void testAbort(std::vector<RankCtx*>& L, const Options& o) {
       cudaStreamSynchronize(x->stream);
     }
     if (r != ncclSuccess) why = std::string("warm-up send/recv returned ") + ncclGetErrorString(r);
+    // Every rank is past the warm-up before any aborts: across hosts an aborted peer's closed
+    // connections fail the others' communicator at once (a first-use connection would fail too).
+    std::vector<Member> parent = membersOf(L);
+    std::string barrierWhy;
+    if (!runCaseOn(parent, smallAllReduce(9003), false, &barrierWhy) && why.empty()) {
+      why = "the parent's allreduce before the abort failed: " + barrierWhy;
+    }
     if (r0 && why.empty()) {
       cudaSetDevice(r0->dev);
       r = ncclRecv(r0->recvBase, kCount, ncclFloat, 1, dup[r0i], r0->stream);
       if (r != ncclSuccess) why = std::string("unmatched ncclRecv returned ") + ncclGetErrorString(r);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       const cudaError_t q = cudaStreamQuery(r0->stream);
-      if (q == cudaSuccess && why.empty()) why = "a receive without a matching send completed";
-      note = q == cudaErrorNotReady ? "the unmatched receive was still pending at abort; " : "";
+      // It may end early only by failing: a peer that aborted first fails a communicator that
+      // reaches it through the network (ncclRemoteError), which stops its kernels.
+      ncclResult_t async = ncclSuccess;
+      (void)ncclCommGetAsyncError(dup[r0i], &async);
+      if (q == cudaSuccess && async == ncclSuccess && why.empty()) why = "a receive without a matching send completed";
+      note = q == cudaErrorNotReady ? "the unmatched receive was still pending at abort; "
+             : async != ncclSuccess ? "the unmatched receive was ended by a peer's abort (" +
+                                          std::string(ncclGetErrorString(async)) + "); "
+                                    : "";
     }
   } else {
     std::vector<Member> M;

@@ -1,6 +1,7 @@
 #include "transport/net/net_connections.h"
 
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "bootstrap/bootstrap.h"
@@ -9,7 +10,6 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/peer_info.h"
-#include "proxy/net_proxy.h"
 
 namespace weft::transport {
 namespace {
@@ -43,6 +43,44 @@ NetConnections::~NetConnections() {
   proxy_.reset();  // joins the thread before the image (and the caller's memory) can go
 }
 
+Status NetConnections::makeHostMemory(const char* kind, int peer, size_t bytes, std::unique_ptr<shm::MappedShm>* out) {
+  char tag[48];
+  snprintf(tag, sizeof(tag), "%08llx-r%d-net%s", (unsigned long long)(commHash_ & 0xffffffffu), rank_, kind);
+  if (peer >= 0) snprintf(tag + strlen(tag), sizeof(tag) - strlen(tag), "%d", peer);
+  WEFT_TRY(shm::MappedShm::create(tag, bytes, out));
+  (*out)->unlinkName();  // this process's alone
+  return ncclSuccess;
+}
+
+// The send side's counters: the tail the kernel writes into the image (standing in for the
+// receiver's), the step sizes and the credits in the head line of the rank's own memory.
+proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots) const {
+  const size_t block = layout_.counterBlock(channel, peer);
+  char* mine = local_->hostPtr();
+  proxy::NetSendSide s;
+  s.channel = channel;
+  s.peer = peer;
+  s.gpuTail = (const volatile uint64_t*)(image_->hostPtr() + block + kTailOffset);
+  s.stepSizes = (const volatile uint64_t*)(mine + block + kHeadOffset) + dev::kStepSizeWord;
+  s.slots = slots;
+  s.head = (volatile uint64_t*)(mine + block + kHeadOffset);
+  s.stepBytes = stepBytes_;
+  return s;
+}
+
+// The receive side's: the tail in the rank's own memory, the head the kernel writes into the image.
+proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots) const {
+  const size_t block = layout_.counterBlock(channel, peer);
+  proxy::NetRecvSide r;
+  r.channel = channel;
+  r.peer = peer;
+  r.slots = slots;
+  r.tail = (volatile uint64_t*)(local_->hostPtr() + block + kTailOffset);
+  r.gpuHead = (const volatile uint64_t*)(image_->hostPtr() + block + kHeadOffset);
+  r.stepBytes = stepBytes_;
+  return r;
+}
+
 Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::MappedShm* local,
                               std::unique_ptr<NetConnections>* out) {
   if (local == nullptr) {  // P2pConnections makes it whenever a connected peer is on another host
@@ -51,29 +89,41 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   }
   std::unique_ptr<NetConnections> self(new NetConnections());
   self->layout_ = layout;
+  self->rank_ = comm->rank;
+  self->commHash_ = comm->commHash;
+  self->stepBytes_ = (uint64_t)comm->protoStepBytes[dev::kProtoSimple];
+  self->local_ = local;
+  self->firstUseRecv_.resize(comm->nRanks);
+  self->firstUseSend_.resize(comm->nRanks);
   const ConnectionPlan& plan = comm->connPlan;
-  const uint64_t stepBytes = (uint64_t)comm->protoStepBytes[dev::kProtoSimple];
+  const int me = comm->rank;
   auto viaNet = [&](int p) { return p < (int)comm->netPeers.size() && comm->netPeers[p]; };
+  // Which of this rank's sends are Simple-only (made on first use) is the receiver's plan's word.
+  std::vector<std::vector<bool>> sendLater(comm->nRanks);
+  for (int p = 0; p < comm->nRanks; ++p) {
+    if (!viaNet(p)) continue;
+    const ConnectionPlan peerPlan = comm->connectionPlanOf(p);
+    sendLater[p].assign(comm->nChannels, false);
+    for (int c = 0; c < comm->nChannels; ++c) sendLater[p][c] = peerPlan.recvSimpleOnly[c][me];
+  }
+  auto sendNow = [&](int c, int p) { return viaNet(p) && plan.sendOn[c][p] && !sendLater[p][c]; };
+  auto recvNow = [&](int c, int p) { return viaNet(p) && plan.recvOn[c][p] && !plan.recvSimpleOnly[c][p]; };
 
   // The image: a counter block per (channel, peer) as in the connection memory (the send tail and
-  // the receive head of that pair), then the Simple slots of every network send connection.
+  // the receive head of that pair), then the Simple slots of every network send connection made now.
   self->sendSlotsOffset_.assign((size_t)comm->nChannels * comm->nRanks, 0);
   size_t bytes = layout.buffersStart();
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
-      if (!viaNet(p)) continue;
-      if (plan.sendOn[c][p]) {
+      if (sendNow(c, p)) {
         self->sendSlotsOffset_[self->index(c, p)] = bytes;
-        bytes += (size_t)dev::kSteps * stepBytes;
+        bytes += (size_t)dev::kSteps * self->stepBytes_;
         self->nSends_++;
       }
-      if (plan.recvOn[c][p]) self->nRecvs_++;
+      if (recvNow(c, p)) self->nRecvs_++;
     }
   }
-  char tag[40];
-  snprintf(tag, sizeof(tag), "%08llx-r%d-net", (unsigned long long)(comm->commHash & 0xffffffffu), comm->rank);
-  WEFT_TRY(shm::MappedShm::create(tag, bytes, &self->image_));
-  self->image_->unlinkName();  // this process's alone
+  WEFT_TRY(self->makeHostMemory("", -1, bytes, &self->image_));
 
   proxy::NetProxyConfig cfg;
   cfg.jobKey = comm->commHash;
@@ -90,42 +140,50 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   descs[comm->rank] = self->proxy_->desc();
   WEFT_TRY(comm->bootstrap->allGather(descs.data(), sizeof(proxy::ListenerDesc)));
 
-  char* image = self->image_->hostPtr();
-  char* mine = local->hostPtr();
   std::vector<proxy::NetSendSide> sends;
   std::vector<proxy::NetRecvSide> recvs;
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
-      if (!viaNet(p)) continue;
-      const size_t block = layout.counterBlock(c, p);
-      if (plan.sendOn[c][p]) {
-        proxy::NetSendSide s;
-        s.channel = c;
-        s.peer = p;
-        s.gpuTail = (const volatile uint64_t*)(image + block + kTailOffset);
-        s.stepSizes = (const volatile uint64_t*)(mine + block + kHeadOffset) + dev::kStepSizeWord;
-        s.slots = image + self->sendSlotsOffset_[self->index(c, p)];
-        s.head = (volatile uint64_t*)(mine + block + kHeadOffset);
-        s.stepBytes = stepBytes;
-        sends.push_back(s);
-      }
-      if (plan.recvOn[c][p]) {
-        proxy::NetRecvSide r;
-        r.channel = c;
-        r.peer = p;
-        r.slots = mine + layout.recvBuffer(plan, c, p) + layout.protoOffset[dev::kProtoSimple];
-        r.tail = (volatile uint64_t*)(mine + block + kTailOffset);
-        r.gpuHead = (const volatile uint64_t*)(image + block + kHeadOffset);
-        r.stepBytes = stepBytes;
-        recvs.push_back(r);
+      if (sendNow(c, p)) sends.push_back(self->sendSide(c, p, self->image_->hostPtr() + self->sendSlotsOffset_[self->index(c, p)]));
+      if (recvNow(c, p)) {
+        char* slots = local->hostPtr() + layout.recvBuffer(plan, c, p) + layout.protoOffset[dev::kProtoSimple];
+        recvs.push_back(self->recvSide(c, p, slots));
       }
     }
   }
   WEFT_TRY(self->proxy_->start(sends, recvs, descs));
   WEFT_INFO(log::kInit | log::kNet, "rank %d: %d send and %d receive connection(s) through the network (socket "
-            "proxy listening on %s), %zu KiB of send staging memory", comm->rank, self->nSends_, self->nRecvs_,
-            bind.hostString().c_str(), bytes >> 10);
+            "proxy listening on %s), %zu KiB of send staging memory; point-to-point ones on first use", comm->rank,
+            self->nSends_, self->nRecvs_, bind.hostString().c_str(), bytes >> 10);
   *out = std::move(self);
+  return ncclSuccess;
+}
+
+Status NetConnections::expectSimpleOnly(const ConnectionPlan& receiverPlan, int sender, char** deviceBase) {
+  const size_t bytes = layout_.simpleOnlyTotal(receiverPlan, sender);
+  WEFT_TRY(makeHostMemory("-from", sender, bytes, &firstUseRecv_[sender]));
+  std::vector<proxy::NetRecvSide> recvs;
+  for (int c = 0; c < layout_.nChannels; ++c) {
+    const size_t at = layout_.simpleOnlyBuffer(receiverPlan, c, sender);
+    if (at != (size_t)-1) recvs.push_back(recvSide(c, sender, firstUseRecv_[sender]->hostPtr() + at));
+  }
+  WEFT_TRY(proxy_->expectReceives(recvs));
+  nRecvs_ += (int)recvs.size();
+  *deviceBase = firstUseRecv_[sender]->devicePtr();
+  return ncclSuccess;
+}
+
+Status NetConnections::connectSimpleOnly(const ConnectionPlan& receiverPlan, int receiver, char** deviceBase) {
+  const size_t bytes = layout_.simpleOnlyTotal(receiverPlan, rank_);
+  WEFT_TRY(makeHostMemory("-to", receiver, bytes, &firstUseSend_[receiver]));
+  std::vector<proxy::NetSendSide> sends;
+  for (int c = 0; c < layout_.nChannels; ++c) {
+    const size_t at = layout_.simpleOnlyBuffer(receiverPlan, c, rank_);
+    if (at != (size_t)-1) sends.push_back(sendSide(c, receiver, firstUseSend_[receiver]->hostPtr() + at));
+  }
+  WEFT_TRY(proxy_->addSends(sends));
+  nSends_ += (int)sends.size();
+  *deviceBase = firstUseSend_[receiver]->devicePtr();
   return ncclSuccess;
 }
 

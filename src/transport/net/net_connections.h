@@ -13,7 +13,10 @@
 //     line, device/abi.h kStepSizeWord) and writes the receiver's credits into the head line of the
 //     rank's own connection memory, where the kernel waits for them.
 // Only Simple crosses the network: communicators with network peers run Simple alone
-// (core/comm_init.cc), and their point-to-point connections are all made at creation.
+// (core/comm_init.cc). The ring and tree connections are made at creation; the Simple-only
+// point-to-point ones on first use, as with the other transports (P2pConnections::offerReceives /
+// acceptSends): the receiver makes their memory and declares them to its proxy before it sends its
+// offer; the sender, holding the offer, makes its image slots and connects.
 #pragma once
 
 #include <cstdint>
@@ -21,15 +24,12 @@
 #include <vector>
 
 #include "core/status.h"
+#include "proxy/net_proxy.h"
 #include "transport/connection_plan.h"
 #include "transport/p2p/conn_layout.h"
 #include "transport/shm/mapped_shm.h"
 
 struct ncclComm;
-
-namespace weft::proxy {
-class NetProxy;
-}
 
 namespace weft::transport {
 
@@ -38,7 +38,7 @@ class NetConnections {
   // Collective over every rank of a communicator with comm->anyNet (listener addresses are
   // all-gathered, even by a rank without network connections). `local` is this rank's host
   // connection memory (laid out by `layout` for its own plan). Connects every network connection
-  // of comm->connPlan and starts the proxy.
+  // of comm->connPlan but the Simple-only ones, and starts the proxy.
   [[nodiscard]] static Status create(ncclComm* comm, const ConnLayout& layout, shm::MappedShm* local,
                                      std::unique_ptr<NetConnections>* out);
   ~NetConnections();  // stops the proxy first: nothing touches the memory after
@@ -49,15 +49,35 @@ class NetConnections {
   // Device address of the head of the receive connection (channel, peer).
   volatile uint64_t* recvHead(int channel, int peer) const;
   int connections() const { return nSends_ + nRecvs_; }
+
+  // First use, receiver side: host memory for the Simple-only connections from `sender` (the
+  // channels receiverPlan (this rank's) lists, each slot run at ConnLayout::simpleOnlyBuffer),
+  // declared to the proxy. *deviceBase: where the GPU sees it. Never waits.
+  [[nodiscard]] Status expectSimpleOnly(const ConnectionPlan& receiverPlan, int sender, char** deviceBase);
+  // First use, sender side (after the receiver's offer): image slots for the Simple-only
+  // connections to `receiver`, laid out as the receiver's (receiverPlan: the receiver's plan),
+  // connected through the proxy. *deviceBase: where the GPU sees them.
+  [[nodiscard]] Status connectSimpleOnly(const ConnectionPlan& receiverPlan, int receiver, char** deviceBase);
   // A launch is on its way: an idle proxy looks at the counters again at once (net_proxy.h).
   void wake();
 
  private:
   NetConnections() = default;
   size_t index(int channel, int peer) const { return (size_t)channel * layout_.nRanks + peer; }
+  // The proxy's view of connection (channel, peer), its slots at `slots` (host address).
+  proxy::NetSendSide sendSide(int channel, int peer, char* slots) const;
+  proxy::NetRecvSide recvSide(int channel, int peer, char* slots) const;
+  [[nodiscard]] Status makeHostMemory(const char* kind, int peer, size_t bytes, std::unique_ptr<shm::MappedShm>* out);
 
   ConnLayout layout_;
+  int rank_ = -1;
+  uint64_t commHash_ = 0;
+  uint64_t stepBytes_ = 0;
+  shm::MappedShm* local_ = nullptr;  // the rank's host connection memory (P2pConnections owns it)
   std::unique_ptr<shm::MappedShm> image_;
+  // Per peer: the slots of the Simple-only connections made on first use, received from it and sent
+  // to it (destroyed after the proxy, which reads and writes them).
+  std::vector<std::unique_ptr<shm::MappedShm>> firstUseRecv_, firstUseSend_;
   std::vector<size_t> sendSlotsOffset_;  // per (channel, peer): where its send slots start in image_
   int nSends_ = 0, nRecvs_ = 0;
   std::unique_ptr<proxy::NetProxy> proxy_;

@@ -381,7 +381,10 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
     offer.sender = p;
     offer.bytes = layout_.simpleOnlyTotal(comm->connPlan, p);
     char* base = nullptr;
-    if (viaShm(p)) {
+    if (viaNet(p)) {
+      // Declared to the proxy before the offer goes: the sender connects once it has the offer.
+      WEFT_TRY(netConns_->expectSimpleOnly(comm->connPlan, p, &base));
+    } else if (viaShm(p)) {
       // The sender removes its name once mapped (whenever it gets there), else this communicator's end.
       WEFT_TRY(shm::MappedShm::create(shmTag(comm) + "-p" + std::to_string(p), offer.bytes, &simpleOnlyHostLocal_[p]));
       offer.shm = simpleOnlyHostLocal_[p]->desc();
@@ -392,7 +395,7 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
       offer.sameProcessPtr = (uint64_t)(uintptr_t)alloc.ptr();
       base = (char*)alloc.ptr();
     }
-    if (!viaShm(p) && alloc.kind() == runtime::MemKind::kCuMemFd) {
+    if (!viaShm(p) && !viaNet(p) && alloc.kind() == runtime::MemKind::kCuMemFd) {
       util::UniqueFd fd;
       WEFT_TRY(alloc.exportFd(&fd));
       WEFT_TRY(endpoint_->sendFd(p, fd.get(), alloc.localId(), deadline, &comm->abortRequested));
@@ -428,7 +431,9 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
       return ncclInternalError;
     }
     char* base = nullptr;
-    if (viaShm(p)) {
+    if (viaNet(p)) {
+      WEFT_TRY(netConns_->connectSimpleOnly(peerPlan, p, &base));
+    } else if (viaShm(p)) {
       WEFT_TRY(shm::MappedShm::open(offer.shm, from.c_str(), &simpleOnlyHostImported_[p]));
       simpleOnlyHostImported_[p]->unlinkAsOnlyOpener();  // made for this rank alone
       if (simpleOnlyHostImported_[p]->bytes() < expected) {

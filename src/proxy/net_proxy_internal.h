@@ -1,0 +1,79 @@
+// What net_proxy.cc (the progress thread) and net_proxy_setup.cc (making connections) share: the
+// per-connection state and a few helpers. Not for use outside src/proxy.
+#pragma once
+
+#include <string>
+
+#include "proxy/net_proxy.h"
+
+namespace weft::proxy::detail {
+
+using ull = unsigned long long;
+constexpr uint64_t kSteps = dev::kSteps;
+
+// The GPU's counters live in host memory shared with a kernel: plain loads and stores with the
+// ordering the protocol needs (data before the counter on the writer's side, and after on the reader's).
+inline uint64_t loadAcquire(const volatile uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void storeRelease(volatile uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+// A (channel, peer) pair as one number, for lookups.
+inline int64_t key(int channel, int peer) { return (int64_t)channel << 32 | (uint32_t)peer; }
+
+std::string ioWhy(bootstrap::Io io, int err);
+Status codeOf(bootstrap::Io io);
+
+}  // namespace weft::proxy::detail
+
+namespace weft::proxy {
+
+// One connection this rank sends on. Steps [sent, prepared) have a header and wait for the socket;
+// prepared - sent <= kSteps because the GPU stays within the credit window and credits never pass `sent`.
+struct NetProxy::SendConn {
+  NetSendSide side;
+  std::string what;  // "net proxy (rank 0), channel 3, sending to rank 1 (...)"
+  bootstrap::Fd fd;
+  Hello hello{};  // as sent: the echo must match it
+  Hello echo{};
+  size_t echoGot = 0;
+  bool confirmed = false;
+
+  DataHeader hdr[dev::kSteps] = {};  // header of step s at [s % kSteps]
+  uint64_t prepared = 0;             // the GPU's tail as last read
+  uint64_t sent = 0;                 // steps wholly written to the socket
+  uint64_t offset = 0;               // bytes of step `sent`'s frame already written
+  uint64_t head = 0;                 // the last credit, as stored into side.head
+  Credit in{};
+  size_t inGot = 0;
+  bool peerGone = false;  // the receiver closed in order (bye)
+};
+
+// One connection this rank receives on. One made on first use waits, unconnected, for its hello.
+struct NetProxy::RecvConn {
+  NetRecvSide side;
+  std::string what;
+  bootstrap::Fd fd;
+  bool connected = false;
+
+  uint64_t received = 0;  // steps whose bytes are in: the tail published
+  DataHeader hdr{};
+  size_t hdrGot = 0;
+  bool inPayload = false;  // hdr is checked; its payload is arriving
+  uint64_t payloadGot = 0;
+  uint64_t headSeen = 0;   // the GPU's head as last read
+  uint64_t credited = 0;   // the head last sent in a credit
+  Credit out{};
+  size_t outDone = 0;
+  bool outBusy = false;
+  bool peerGone = false;  // the sender closed in order (bye)
+};
+
+// An accepted connection that has not yet identified itself with a hello.
+struct NetProxy::Stranger {
+  bootstrap::Fd fd;
+  bootstrap::SocketAddress from;
+  Hello hello{};
+  size_t got = 0;
+  bool done = false;  // refused, closed, or handed to its RecvConn
+};
+
+}  // namespace weft::proxy
