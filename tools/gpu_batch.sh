@@ -445,6 +445,7 @@ stage_net() {
   grep -hoE "rank 0: .*(through the network|send and .* receive connection).*" $L/sw-net.log | sort | uniq -c | head -4
   SWG=$g sw net-extras "$e" -m procs
   SWG=4 sw net4 "$e" -m procs --no-extras
+  SWG=3 sw net3 "${e/WEFT_TEST_HOSTS=2/WEFT_TEST_HOSTS=3}" -m procs  # every pair across hosts, extras
   # The scenarios whose detection works across hosts (the others rely on this host's view of its
   # peers: SIGSTOP seen in /proc, calls compared through shared memory).
   for f in kill-allreduce kill-sendrecv kill-graph kill-finalize kill-shrink kill-window kill-sendrecv-reg \
