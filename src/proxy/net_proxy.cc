@@ -187,17 +187,20 @@ bool NetProxy::progressSend(SendConn& c, short revents, bool* moved) {
                   (ull)c.prepared, (ull)tail);
     }
     if (tail > c.head + kSteps) {
-      return fail(ncclInternalError, cfg_.rank, "%s: the GPU published step %llu while the receiver had consumed only %llu "
+      return fail(ncclInternalError, cfg_.rank,
+                  "%s: the GPU published step %llu while the receiver had consumed only %llu "
                   "steps (the slot was not free)", c.what.c_str(), (ull)(tail - 1), (ull)c.head);
     }
     if (c.peerGone) {
-      return fail(ncclRemoteError, c.side.peer, "%s: the peer closed its proxy (destroyed its communicator), but this rank still "
+      return fail(ncclRemoteError, c.side.peer,
+                  "%s: the peer closed its proxy (destroyed its communicator), but this rank still "
                   "sends step %llu to it (do the ranks run the same operations?)", c.what.c_str(), (ull)c.prepared);
     }
     for (uint64_t s = c.prepared; s < tail; ++s) {
       const uint64_t bytes = c.side.stepSizes[s % kSteps];  // written before the tail, read after it
       if (bytes > c.side.stepBytes) {
-        return fail(ncclInternalError, cfg_.rank, "%s: step %llu has %llu bytes, more than the %llu-byte slot", c.what.c_str(),
+        return fail(ncclInternalError, cfg_.rank,
+                    "%s: step %llu has %llu bytes, more than the %llu-byte slot", c.what.c_str(),
                     (ull)s, (ull)bytes, (ull)c.side.stepBytes);
       }
       c.hdr[s % kSteps] = makeDataHeader(c.side.channel, s, bytes);
@@ -251,7 +254,8 @@ bool NetProxy::readCredits(SendConn& c, bool* moved) {
     ssize_t n = bootstrap::recvSome(c.fd.get(), reinterpret_cast<char*>(&c.in) + c.inGot, sizeof(Credit) - c.inGot);
     if (n == -EAGAIN) return true;
     if (n == 0) {
-      return fail(ncclRemoteError, c.side.peer, "%s: the peer closed the connection%s; it probably exited or aborted - check its "
+      return fail(ncclRemoteError, c.side.peer,
+                  "%s: the peer closed the connection%s; it probably exited or aborted - check its "
                   "log", c.what.c_str(), c.inGot > 0 ? " in the middle of a credit" : "");
     }
     if (n < 0) return failIo(c.side.peer, c.what, "receiving credits", (int)-n);
@@ -266,7 +270,8 @@ bool NetProxy::readCredits(SendConn& c, bool* moved) {
     if (isFail(c.in)) return failAfterPeer(c.side.peer, c.in.head, c.what);
     if (isBye(c.in)) {
       if (c.sent < c.prepared) {
-        return fail(ncclRemoteError, c.side.peer, "%s: the peer closed its proxy (destroyed its communicator) while step %llu "
+        return fail(ncclRemoteError, c.side.peer,
+                    "%s: the peer closed its proxy (destroyed its communicator) while step %llu "
                     "was on its way", c.what.c_str(), (ull)c.sent);
       }
       WEFT_INFO(log::kNet, "%s: the peer closed the connection in order", c.what.c_str());
@@ -284,7 +289,8 @@ bool NetProxy::progressRecv(RecvConn& c, short revents, bool* moved) {
   const uint64_t head = loadAcquire(c.side.gpuHead);
   if (head != c.headSeen) {
     if (head < c.headSeen || head > c.received) {
-      return fail(ncclInternalError, cfg_.rank, "%s: the GPU's head moved from %llu to %llu, but %llu steps have arrived",
+      return fail(ncclInternalError, cfg_.rank,
+                  "%s: the GPU's head moved from %llu to %llu, but %llu steps have arrived",
                   c.what.c_str(), (ull)c.headSeen, (ull)head, (ull)c.received);
     }
     c.headSeen = head;
@@ -307,7 +313,8 @@ bool NetProxy::readData(RecvConn& c, bool* moved) {
                                       sizeof(DataHeader) - c.hdrGot);
       if (n == -EAGAIN) return true;
       if (n == 0) {
-        return fail(ncclRemoteError, c.side.peer, "%s: the peer closed the connection%s; it probably exited or aborted - check "
+        return fail(ncclRemoteError, c.side.peer,
+                    "%s: the peer closed the connection%s; it probably exited or aborted - check "
                     "its log", c.what.c_str(), c.hdrGot > 0 ? " in the middle of a data header" : "");
       }
       if (n < 0) return failIo(c.side.peer, c.what, "receiving data", (int)-n);
@@ -336,7 +343,8 @@ bool NetProxy::readData(RecvConn& c, bool* moved) {
       ssize_t n = bootstrap::recvSome(c.fd.get(), slot + c.payloadGot, c.hdr.bytes - c.payloadGot);
       if (n == -EAGAIN) return true;
       if (n == 0) {
-        return fail(ncclRemoteError, c.side.peer, "%s: the peer closed the connection in the middle of step %llu (%llu of %llu "
+        return fail(ncclRemoteError, c.side.peer,
+                    "%s: the peer closed the connection in the middle of step %llu (%llu of %llu "
                     "bytes arrived); it probably exited or aborted - check its log", c.what.c_str(), (ull)c.hdr.step,
                     (ull)c.payloadGot, (ull)c.hdr.bytes);
       }

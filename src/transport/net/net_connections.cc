@@ -144,7 +144,9 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   std::vector<proxy::NetRecvSide> recvs;
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
-      if (sendNow(c, p)) sends.push_back(self->sendSide(c, p, self->image_->hostPtr() + self->sendSlotsOffset_[self->index(c, p)]));
+      if (sendNow(c, p)) {
+        sends.push_back(self->sendSide(c, p, self->image_->hostPtr() + self->sendSlotsOffset_[self->index(c, p)]));
+      }
       if (recvNow(c, p)) {
         char* slots = local->hostPtr() + layout.recvBuffer(plan, c, p) + layout.protoOffset[dev::kProtoSimple];
         recvs.push_back(self->recvSide(c, p, slots));
