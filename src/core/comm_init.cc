@@ -137,13 +137,12 @@ void setupTuning(ncclComm* comm, int minChannels) {
         if (dev::isSupported((dev::Func)f, (dev::Algo)a, (dev::Proto)p, dev::kRedSum, dev::kFloat32))
           comm->tuning.supported[f] |= graph::pairBit(a, p);
   }
-  // The network transport's proxy forwards Simple steps (their sizes in the sender's head line);
-  // LL and LL128 carry flags in every line, which it does not look at: a communicator with any
-  // network hop runs Simple only, on every rank (anyNet is the same everywhere).
+  // The network transport's proxy forwards Simple steps (their sizes in the sender's head line) and
+  // LL lines (found by their flags); LL128 lines it does not look at: a communicator with any
+  // network hop runs no LL128, on every rank (anyNet is the same everywhere).
   if (comm->anyNet) {
     for (int f = 0; f < graph::kNumCollFuncs; ++f)
-      for (int a = 0; a < dev::kNumAlgos; ++a)
-        comm->tuning.supported[f] &= ~(graph::pairBit(a, dev::kProtoLL) | graph::pairBit(a, dev::kProtoLL128));
+      for (int a = 0; a < dev::kNumAlgos; ++a) comm->tuning.supported[f] &= ~graph::pairBit(a, dev::kProtoLL128);
   }
   decideTreeConnections(comm);
   // NCCL_NTHREADS: threads per block for LL and Simple in NCCL. weft's kernels are compiled for
@@ -338,8 +337,8 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     WEFT_TRY(buildCommTopology(comm, lo, hi, userLo));
   }
   // The mesh channels connect every pair with every protocol at creation, for Direct (one host)
-  // and point-to-point. A communicator with network peers runs Simple only and no Direct: its
-  // pairs that are no ring or tree neighbours get Simple-only connections on first use instead, so
+  // and point-to-point. A communicator with network peers runs no Direct (and point-to-point on
+  // Simple): its pairs that are no ring or tree neighbours get Simple-only connections on first use, so
   // that creation connects a number of sockets and buffers that does not grow with the ranks.
   comm->p2pChannels = comm->anyNet ? 0 : std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
   comm->simpleP2pChannels = transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
@@ -355,7 +354,7 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   // elsewhere, and a forced one is refused): on PCIe and host-memory hops its slots would be half
   // of every connection's staging buffer (4.7 of 9.2 MiB by default), never touched.
   if (!graph::ll128Usable(comm->tuning)) comm->protoStepBytes[dev::kProtoLL128] = 0;
-  if (comm->anyNet) comm->protoStepBytes[dev::kProtoLL] = comm->protoStepBytes[dev::kProtoLL128] = 0;  // Simple only
+  if (comm->anyNet) comm->protoStepBytes[dev::kProtoLL128] = 0;  // no LL128 through the network proxy
   comm->p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
   comm->p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
   comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) && !comm->anyNet

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -16,6 +17,7 @@
 
 #include "core/log.h"
 #include "device/abi.h"
+#include "device/work_math.h"
 #include "proxy/net_proxy_internal.h"
 
 namespace weft::proxy {
@@ -181,40 +183,60 @@ void NetProxy::run() {
 
 bool NetProxy::progressSend(SendConn& c, short revents, bool* moved) {
   const uint64_t tail = loadAcquire(c.side.gpuTail);
-  if (tail != c.prepared) {
-    if (tail < c.prepared) {
-      return fail(ncclInternalError, cfg_.rank, "%s: the GPU's tail went backwards from %llu to %llu", c.what.c_str(),
-                  (ull)c.prepared, (ull)tail);
-    }
-    if (tail > c.head + kSteps) {
-      return fail(ncclInternalError, cfg_.rank,
-                  "%s: the GPU published step %llu while the receiver had consumed only %llu "
-                  "steps (the slot was not free)", c.what.c_str(), (ull)(tail - 1), (ull)c.head);
-    }
-    if (c.peerGone) {
-      return fail(ncclRemoteError, c.side.peer,
-                  "%s: the peer closed its proxy (destroyed its communicator), but this rank still "
-                  "sends step %llu to it (do the ranks run the same operations?)", c.what.c_str(), (ull)c.prepared);
-    }
-    for (uint64_t s = c.prepared; s < tail; ++s) {
-      const uint64_t bytes = c.side.stepSizes[s % kSteps];  // written before the tail, read after it
-      if (bytes > c.side.stepBytes) {
-        return fail(ncclInternalError, cfg_.rank,
-                    "%s: step %llu has %llu bytes, more than the %llu-byte slot", c.what.c_str(),
-                    (ull)s, (ull)bytes, (ull)c.side.stepBytes);
-      }
-      c.hdr[s % kSteps] = makeDataHeader(c.side.channel, s, bytes);
-    }
-    c.prepared = tail;
-  }
-  if (c.sent < c.prepared && !sendFrames(c, moved)) return false;
+  if (tail != c.prepared && !prepareSteps(c, tail)) return false;
+  if (c.side.llStepBytes != 0 && c.linesQueued == 0 && !scanLines(c)) return false;
+  if (c.outCount > 0 && !sendFrames(c, moved)) return false;
   if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !c.peerGone && !readCredits(c, moved)) return false;
   return true;
 }
 
-// Writes as much of steps [sent, prepared) as the socket takes, headers and payloads in one call.
+// The GPU published steps [prepared, tail): each Simple one (its size word names it) is queued.
+bool NetProxy::prepareSteps(SendConn& c, uint64_t tail) {
+  if (tail < c.prepared) {
+    return fail(ncclInternalError, cfg_.rank, "%s: the GPU's tail went backwards from %llu to %llu", c.what.c_str(),
+                (ull)c.prepared, (ull)tail);
+  }
+  if (tail > c.head + kSteps) {
+    return fail(ncclInternalError, cfg_.rank,
+                "%s: the GPU published step %llu while the receiver had consumed only %llu "
+                "steps (the slot was not free)", c.what.c_str(), (ull)(tail - 1), (ull)c.head);
+  }
+  if (c.peerGone) {
+    return fail(ncclRemoteError, c.side.peer,
+                "%s: the peer closed its proxy (destroyed its communicator), but this rank still "
+                "sends step %llu to it (do the ranks run the same operations?)", c.what.c_str(), (ull)c.prepared);
+  }
+  for (uint64_t s = c.prepared; s < tail; ++s) {
+    const uint64_t word = c.side.stepSizes[s % kSteps];  // written before the tail, read after it
+    if (!dev::stepSizeWordIsFor(word, s)) continue;       // an LL step: its lines go by their flags
+    const uint64_t bytes = dev::stepSizeWordBytes(word);
+    if (bytes > c.side.stepBytes) {
+      return fail(ncclInternalError, cfg_.rank, "%s: step %llu has %llu bytes, more than the %llu-byte slot",
+                  c.what.c_str(), (ull)s, (ull)bytes, (ull)c.side.stepBytes);
+    }
+    if (!queueFrame(c, makeDataHeader(c.side.channel, s, bytes), c.side.slots + (s % kSteps) * c.side.stepBytes)) {
+      return false;
+    }
+  }
+  c.prepared = tail;
+  return true;
+}
+
+bool NetProxy::queueFrame(SendConn& c, const DataHeader& hdr, const char* payload) {
+  constexpr size_t kQueue = sizeof(c.out) / sizeof(c.out[0]);
+  if (c.outCount == kQueue) {
+    return fail(ncclInternalError, cfg_.rank, "%s: more than %zu frames wait for the socket (step %llu)",
+                c.what.c_str(), kQueue, (ull)hdr.step);
+  }
+  c.out[(c.outFirst + c.outCount++) % kQueue] = OutFrame{hdr, payload};
+  if (isLines(hdr)) c.linesQueued++;
+  return true;
+}
+
+// Writes as much of the queued frames as the socket takes, headers and payloads in one call.
 bool NetProxy::sendFrames(SendConn& c, bool* moved) {
-  iovec iov[2 * dev::kSteps];
+  constexpr size_t kQueue = sizeof(c.out) / sizeof(c.out[0]);
+  iovec iov[2 * kQueue];
   int count = 0;
   uint64_t skip = c.offset;
   auto add = [&](const void* p, uint64_t len) {
@@ -225,26 +247,33 @@ bool NetProxy::sendFrames(SendConn& c, bool* moved) {
     iov[count++] = iovec{const_cast<char*>(static_cast<const char*>(p)) + skip, (size_t)(len - skip)};
     skip = 0;
   };
-  for (uint64_t s = c.sent; s < c.prepared; ++s) {
-    const DataHeader& h = c.hdr[s % kSteps];
-    add(&h, sizeof(h));
-    if (h.bytes > 0) add(c.side.slots + (s % kSteps) * c.side.stepBytes, h.bytes);
+  for (size_t i = 0; i < c.outCount; ++i) {
+    const OutFrame& f = c.out[(c.outFirst + i) % kQueue];
+    add(&f.hdr, sizeof(f.hdr));
+    if (f.hdr.bytes > 0) add(f.payload, f.hdr.bytes);
   }
   ssize_t n = bootstrap::sendSome(c.fd.get(), iov, count);
   if (n == -EAGAIN) return true;
   if (n < 0) return failIo(c.side.peer, c.what, "sending data", (int)-n);
   *moved = true;
   uint64_t left = (uint64_t)n;
-  while (c.sent < c.prepared) {
-    const uint64_t frame = sizeof(DataHeader) + c.hdr[c.sent % kSteps].bytes;
+  while (c.outCount > 0) {
+    const OutFrame& f = c.out[c.outFirst];
+    const uint64_t frame = sizeof(DataHeader) + f.hdr.bytes;
     if (c.offset + left < frame) {
       c.offset += left;
       break;
     }
     left -= frame - c.offset;
     c.offset = 0;
-    ++c.sent;
-    stepsSent_.fetch_add(1, std::memory_order_relaxed);
+    c.sentEnd = std::max(c.sentEnd, f.hdr.step + 1);
+    if (isLines(f.hdr)) {
+      c.linesQueued--;
+    } else {
+      stepsSent_.fetch_add(1, std::memory_order_relaxed);
+    }
+    c.outFirst = (c.outFirst + 1) % kQueue;
+    c.outCount--;
   }
   return true;
 }
@@ -264,19 +293,24 @@ bool NetProxy::readCredits(SendConn& c, bool* moved) {
     if (c.inGot < sizeof(Credit)) continue;
     c.inGot = 0;
     std::string why;
-    if (checkCredit(c.in, c.side.channel, c.head, c.sent, c.what.c_str(), &why) != ncclSuccess) {
+    if (checkCredit(c.in, c.side.channel, c.head, c.sentEnd, c.what.c_str(), &why) != ncclSuccess) {
       return fail(ncclRemoteError, c.side.peer, "%s", why.c_str());
     }
     if (isFail(c.in)) return failAfterPeer(c.side.peer, c.in.head, c.what);
     if (isBye(c.in)) {
-      if (c.sent < c.prepared) {
+      if (c.outCount > 0) {
         return fail(ncclRemoteError, c.side.peer,
                     "%s: the peer closed its proxy (destroyed its communicator) while step %llu "
-                    "was on its way", c.what.c_str(), (ull)c.sent);
+                    "was on its way", c.what.c_str(), (ull)c.out[c.outFirst].hdr.step);
       }
       WEFT_INFO(log::kNet, "%s: the peer closed the connection in order", c.what.c_str());
       c.peerGone = true;
       return true;
+    }
+    if (c.side.llStepBytes != 0) {
+      for (uint64_t s = c.head; s < c.in.head; ++s) {
+        if (dev::llWipeAfter(s)) wipeLines(c, s);  // before the GPU may write the slot again
+      }
     }
     c.head = c.in.head;
     storeRelease(c.side.head, c.head);
@@ -288,10 +322,10 @@ bool NetProxy::progressRecv(RecvConn& c, short revents, bool* moved) {
   if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !c.peerGone && !readData(c, moved)) return false;
   const uint64_t head = loadAcquire(c.side.gpuHead);
   if (head != c.headSeen) {
-    if (head < c.headSeen || head > c.received) {
+    if (head < c.headSeen || head > c.arrivedEnd) {
       return fail(ncclInternalError, cfg_.rank,
-                  "%s: the GPU's head moved from %llu to %llu, but %llu steps have arrived",
-                  c.what.c_str(), (ull)c.headSeen, (ull)head, (ull)c.received);
+                  "%s: the GPU's head moved from %llu to %llu, but only steps up to %llu have arrived",
+                  c.what.c_str(), (ull)c.headSeen, (ull)head, (ull)c.arrivedEnd);
     }
     c.headSeen = head;
   }
@@ -304,8 +338,9 @@ bool NetProxy::progressRecv(RecvConn& c, short revents, bool* moved) {
   return true;
 }
 
-// Reads frames until the socket is empty. A header is checked before its payload is read; the
-// payload goes straight into its slot, which the end-to-end flow control guarantees is free.
+// Reads frames until the socket is empty. A header is checked before its payload is read; a Simple
+// payload goes straight into its slot, which the end-to-end flow control guarantees is free, LL
+// lines into c.lines first (landLines checks them and stores them in whole words).
 bool NetProxy::readData(RecvConn& c, bool* moved) {
   for (;;) {
     if (!c.inPayload) {
@@ -322,10 +357,9 @@ bool NetProxy::readData(RecvConn& c, bool* moved) {
       c.hdrGot += (size_t)n;
       if (c.hdrGot < sizeof(DataHeader)) continue;
       c.hdrGot = 0;
-      const uint64_t windowEnd = loadAcquire(c.side.gpuHead) + kSteps;
+      const RecvWindow window{c.received, loadAcquire(c.side.gpuHead), c.side.stepBytes, c.side.llStepBytes};
       std::string why;
-      if (checkDataHeader(c.hdr, c.side.channel, c.received, windowEnd, c.side.stepBytes, c.what.c_str(), &why) !=
-          ncclSuccess) {
+      if (checkDataHeader(c.hdr, c.side.channel, window, c.what.c_str(), &why) != ncclSuccess) {
         return fail(ncclRemoteError, c.side.peer, "%s", why.c_str());
       }
       if (isFail(c.hdr)) return failAfterPeer(c.side.peer, c.hdr.step, c.what);
@@ -337,8 +371,9 @@ bool NetProxy::readData(RecvConn& c, bool* moved) {
       }
       c.inPayload = true;
       c.payloadGot = 0;
+      if (isLines(c.hdr) && c.lines.size() < c.side.llStepBytes) c.lines.resize(c.side.llStepBytes);
     }
-    char* slot = c.side.slots + (c.hdr.step % kSteps) * c.side.stepBytes;
+    char* slot = isLines(c.hdr) ? c.lines.data() : c.side.slots + (c.hdr.step % kSteps) * c.side.stepBytes;
     while (c.payloadGot < c.hdr.bytes) {
       ssize_t n = bootstrap::recvSome(c.fd.get(), slot + c.payloadGot, c.hdr.bytes - c.payloadGot);
       if (n == -EAGAIN) return true;
@@ -353,10 +388,15 @@ bool NetProxy::readData(RecvConn& c, bool* moved) {
       c.payloadGot += (uint64_t)n;
     }
     c.inPayload = false;
+    c.arrivedEnd = std::max(c.arrivedEnd, c.hdr.step + 1);
+    *moved = true;
+    if (isLines(c.hdr)) {
+      if (!landLines(c)) return false;
+      continue;
+    }
     c.received = c.hdr.step + 1;
     storeRelease(c.side.tail, c.received);
     stepsReceived_.fetch_add(1, std::memory_order_relaxed);
-    *moved = true;
   }
 }
 
@@ -435,10 +475,14 @@ void NetProxy::shutdownAll() {
 
 bool NetProxy::flushed() const {
   for (const auto& c : sends_) {
-    if (c->peerGone) continue;
-    if (c->offset != 0 || c->sent != c->prepared || loadAcquire(c->side.gpuTail) != c->sent) return false;
+    if (!c->peerGone && !nothingOwed(*c)) return false;
   }
   return true;
+}
+
+// Every step and line the GPU published to this connection is on the wire.
+bool NetProxy::nothingOwed(const SendConn& c) const {
+  return c.outCount == 0 && loadAcquire(c.side.gpuTail) == c.prepared && !linesPending(c);
 }
 
 // Best effort, never waits: tells each peer that this side closes in order, where the stream is
@@ -448,7 +492,7 @@ bool NetProxy::flushed() const {
 // would reset the connection, and a reset may overtake the bye.
 void NetProxy::sayGoodbye() {
   for (const auto& c : sends_) {
-    if (c->peerGone || c->offset != 0 || c->sent != c->prepared || loadAcquire(c->side.gpuTail) != c->sent) continue;
+    if (c->peerGone || !nothingOwed(*c)) continue;
     DataHeader bye = makeByeData(c->side.channel);
     iovec iov{&bye, sizeof(bye)};
     (void)bootstrap::sendSome(c->fd.get(), &iov, 1);

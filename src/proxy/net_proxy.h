@@ -1,5 +1,5 @@
-// The network proxy: one host thread per communicator that moves the Simple protocol's steps between
-// ranks on different hosts over TCP, for GPU kernels that only see host memory.
+// The network proxy: one host thread per communicator that moves the Simple and LL protocols' steps
+// between ranks on different hosts over TCP, for GPU kernels that only see host memory.
 //
 // Per connection (channel c, sender -> receiver) each side has kSteps slots of stepBytes in pinned
 // host memory and two 64-bit counters that start at 0 and only grow:
@@ -9,6 +9,13 @@
 //   recv proxy:   receives the payload straight into slot s % kSteps, then publishes tail = s + 1.
 //   receiver GPU: waits for tail > s, reads the slot, publishes gpuHead = s + 1.
 //   recv proxy:   sends a credit whenever gpuHead grew.
+// LL steps share the counters but publish no tail: the sender GPU writes 16-byte lines that carry
+// the step's flag (device/work_math.h llFlag) into LL slot s % kSteps; the send proxy sends each run
+// of flagged lines as it appears (in line order: a step's lines are a prefix of its slot), the recv
+// proxy checks their flags and stores them in 8-byte words into the receiver's LL slot, where the
+// GPU waits for the flags; head and credits work as for Simple. The tail counts Simple steps only:
+// a Simple step's size word carries its step number (device/abi.h stepSizeWord), which is how the
+// send proxy tells the steps below the tail apart.
 // Flow control is end to end (the sender GPU waits for the receiver GPU), so a step that arrives
 // always lands in a free slot and a send slot is never rewritten before the proxy sent it; the proxy
 // checks both rules rather than trusting them.
@@ -53,6 +60,10 @@ struct NetSendSide {  // this rank -> peer on channel
   const char* slots = nullptr;                   // kSteps slots of stepBytes bytes
   volatile uint64_t* head = nullptr;             // proxy: the receiver's consumption counter
   uint64_t stepBytes = 0;
+  // LL: kSteps slots of llStepBytes bytes (zeroed before the GPU's first step), or none (0). The
+  // proxy rewrites a slot's flags once every 2^31 steps, as the receiving GPU does (llWipeAfter).
+  char* llSlots = nullptr;
+  uint64_t llStepBytes = 0;
 };
 
 struct NetRecvSide {  // peer -> this rank on channel
@@ -61,6 +72,8 @@ struct NetRecvSide {  // peer -> this rank on channel
   volatile uint64_t* tail = nullptr;           // proxy: step + 1 once the step's bytes are in
   const volatile uint64_t* gpuHead = nullptr;  // GPU: step + 1 once consumed
   uint64_t stepBytes = 0;
+  char* llSlots = nullptr;  // LL: kSteps slots of llStepBytes bytes, or none (0); as the sender's
+  uint64_t llStepBytes = 0;
 };
 
 struct NetProxyConfig {
@@ -114,9 +127,10 @@ class NetProxy {
   void wake();
   bool idle() const { return sleeping_.load(std::memory_order_relaxed); }  // for tests
 
-  // Frames moved so far (all connections), for tests and logs.
+  // Simple steps moved so far (all connections), and LL lines received, for tests and logs.
   uint64_t stepsSent() const { return stepsSent_.load(std::memory_order_relaxed); }
   uint64_t stepsReceived() const { return stepsReceived_.load(std::memory_order_relaxed); }
+  uint64_t linesReceived() const { return linesReceived_.load(std::memory_order_relaxed); }  // LL lines
 
  private:
   struct SendConn;
@@ -143,7 +157,16 @@ class NetProxy {
   void run();
   void buildPollSet(std::vector<pollfd>* fds) const;
   bool progressSend(SendConn& c, short revents, bool* moved);
+  bool prepareSteps(SendConn& c, uint64_t tail);
+  bool queueFrame(SendConn& c, const DataHeader& hdr, const char* payload);
   bool sendFrames(SendConn& c, bool* moved);
+  bool nothingOwed(const SendConn& c) const;
+  // LL (net_proxy_lines.cc): queue the runs of lines that appeared in the credit window; whether
+  // any are there to queue; rewrite a slot's flags (before the credit that frees it for step + kSteps).
+  bool scanLines(SendConn& c);
+  bool linesPending(const SendConn& c) const;
+  void wipeLines(SendConn& c, uint64_t step);
+  bool landLines(RecvConn& c);  // the payload in c.lines: checked, then into its slot
   bool readCredits(SendConn& c, bool* moved);
   bool progressRecv(RecvConn& c, short revents, bool* moved);
   bool readData(RecvConn& c, bool* moved);
@@ -182,6 +205,7 @@ class NetProxy {
   bootstrap::Fd wakeFd_;               // an eventfd in that poll: wake() writes it
   std::atomic<uint64_t> stepsSent_{0};
   std::atomic<uint64_t> stepsReceived_{0};
+  std::atomic<uint64_t> linesReceived_{0};
   std::thread thread_;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "proxy/net_proxy.h"
 
@@ -26,8 +27,17 @@ Status codeOf(bootstrap::Io io);
 
 namespace weft::proxy {
 
-// One connection this rank sends on. Steps [sent, prepared) have a header and wait for the socket;
-// prepared - sent <= kSteps because the GPU stays within the credit window and credits never pass `sent`.
+// A frame queued for the socket: its header, then hdr.bytes of payload straight from the slot.
+struct OutFrame {
+  DataHeader hdr;
+  const char* payload;
+};
+
+// One connection this rank sends on. The GPU's steps up to `prepared` are sorted: a Simple step
+// (its size word tagged with the step) is queued as one frame; the others are LL steps, whose
+// lines the proxy finds by their flags (scanLines) and queues as they appear, a run of lines per
+// frame. At most kSteps Simple frames wait (the GPU stays within the credit window, and credits
+// never pass what was sent), and lines are looked for only when no lines wait: the queue holds 2 x kSteps.
 struct NetProxy::SendConn {
   NetSendSide side;
   std::string what;  // "net proxy (rank 0), channel 3, sending to rank 1 (...)"
@@ -37,11 +47,16 @@ struct NetProxy::SendConn {
   size_t echoGot = 0;
   bool confirmed = false;
 
-  DataHeader hdr[dev::kSteps] = {};  // header of step s at [s % kSteps]
-  uint64_t prepared = 0;             // the GPU's tail as last read
-  uint64_t sent = 0;                 // steps wholly written to the socket
-  uint64_t offset = 0;               // bytes of step `sent`'s frame already written
-  uint64_t head = 0;                 // the last credit, as stored into side.head
+  OutFrame out[2 * dev::kSteps] = {};  // a ring: out[(outFirst + i) % size] for i < outCount
+  size_t outFirst = 0, outCount = 0;
+  uint64_t offset = 0;    // bytes of the first queued frame already written
+  uint64_t prepared = 0;  // the GPU's tail as last read
+  uint64_t sentEnd = 0;   // 1 + the last step whose frame (or one of whose LL runs) was wholly written
+  int linesQueued = 0;    // LL frames in the queue
+  // LL, per slot: the step whose lines were looked for last, and how many of its lines are queued.
+  uint64_t lineStep[dev::kSteps] = {};
+  uint64_t linesTaken[dev::kSteps] = {};
+  uint64_t head = 0;      // the last credit, as stored into side.head
   Credit in{};
   size_t inGot = 0;
   bool peerGone = false;  // the receiver closed in order (bye)
@@ -54,7 +69,9 @@ struct NetProxy::RecvConn {
   bootstrap::Fd fd;
   bool connected = false;
 
-  uint64_t received = 0;  // steps whose bytes are in: the tail published
+  uint64_t received = 0;  // 1 + the last Simple step whose bytes are in: the tail published
+  uint64_t arrivedEnd = 0;  // 1 + the last step any of whose bytes are in (Simple or LL)
+  std::vector<char> lines;  // LL payload, checked here before it lands in the slot
   DataHeader hdr{};
   size_t hdrGot = 0;
   bool inPayload = false;  // hdr is checked; its payload is arriving

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "device/work_math.h"
 #include "proxy/net_proxy_internal.h"
 
 namespace weft::proxy {
@@ -44,6 +45,9 @@ Status NetProxy::checkSides(const std::vector<NetSendSide>& sends, const std::ve
   auto badIds = [&](int channel, int peer) {
     return channel < 0 || channel >= dev::kMaxChannels || peer < 0 || peer >= cfg_.nRanks;
   };
+  auto badLL = [](const char* slots, uint64_t bytes) {
+    return (slots == nullptr) != (bytes == 0) || (bytes != 0 && !dev::llStepBytesValid(bytes));
+  };
   std::lock_guard<std::mutex> lock(mutex_);
   std::unordered_set<int64_t> sendKeys = sendKeys_, recvKeys = recvKeys_;
   for (size_t i = 0; i < sends.size(); ++i) {
@@ -52,6 +56,7 @@ Status NetProxy::checkSides(const std::vector<NetSendSide>& sends, const std::ve
     if (!s.gpuTail || !s.stepSizes || !s.slots || !s.head || s.stepBytes == 0) {
       return bad("send", i, s.channel, s.peer, "missing counters, slots or step size");
     }
+    if (badLL(s.llSlots, s.llStepBytes)) return bad("send", i, s.channel, s.peer, "LL slots or step size wrong");
     if (!sendKeys.insert(key(s.channel, s.peer)).second) return bad("send", i, s.channel, s.peer, "twice");
   }
   for (size_t i = 0; i < recvs.size(); ++i) {
@@ -60,6 +65,7 @@ Status NetProxy::checkSides(const std::vector<NetSendSide>& sends, const std::ve
     if (!r.slots || !r.tail || !r.gpuHead || r.stepBytes == 0) {
       return bad("receive", i, r.channel, r.peer, "missing counters, slots or step size");
     }
+    if (badLL(r.llSlots, r.llStepBytes)) return bad("receive", i, r.channel, r.peer, "LL slots or step size wrong");
     if (!recvKeys.insert(key(r.channel, r.peer)).second) return bad("receive", i, r.channel, r.peer, "twice");
   }
   sendKeys_ = std::move(sendKeys);
@@ -121,7 +127,7 @@ Status NetProxy::connectOne(SendConn& c, const util::Deadline& deadline) {
               ioWhy(io, err).c_str(), io == Io::kRefused ? " (that process has probably exited - check its log)" : "");
     return codeOf(io);
   }
-  c.hello = makeHello(cfg_.jobKey, cfg_.rank, peer, c.side.channel, c.side.stepBytes);
+  c.hello = makeHello(cfg_.jobKey, cfg_.rank, peer, c.side.channel, c.side.stepBytes, c.side.llStepBytes);
   io = bootstrap::sendAll(c.fd.get(), &c.hello, sizeof(Hello), deadline, cfg_.abortRequested, &err);
   if (io != Io::kOk) {
     WEFT_WARN("%s: sending the hello to %s failed: %s", c.what.c_str(), address.toString().c_str(),
@@ -231,6 +237,10 @@ Status NetProxy::admit(Stranger& s, const util::Deadline& deadline) {
     } else if (h.stepBytes != match->side.stepBytes) {
       why = claim + ": its step size is " + std::to_string(h.stepBytes) + " bytes, this rank's " +
             std::to_string(match->side.stepBytes) + " (do the ranks use different NCCL_BUFFSIZE settings?)";
+    } else if (h.llStepBytes != match->side.llStepBytes) {
+      why = claim + ": its LL step size is " + std::to_string(h.llStepBytes) + " bytes, this rank's " +
+            std::to_string(match->side.llStepBytes) + " (do the ranks use different NCCL_LL_BUFFSIZE or NCCL_PROTO "
+            "settings?)";
     }
   }
   if (!why.empty()) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "device/work_math.h"
+
 namespace weft::proxy {
 
 namespace {
@@ -36,7 +38,7 @@ ListenerDesc makeListenerDesc(uint64_t jobKey, int rank, const bootstrap::Socket
   return d;
 }
 
-Hello makeHello(uint64_t jobKey, int sender, int receiver, int channel, uint64_t stepBytes) {
+Hello makeHello(uint64_t jobKey, int sender, int receiver, int channel, uint64_t stepBytes, uint64_t llStepBytes) {
   Hello h;
   memset(&h, 0, sizeof(h));
   h.magic = kHelloMagic;
@@ -46,20 +48,27 @@ Hello makeHello(uint64_t jobKey, int sender, int receiver, int channel, uint64_t
   h.receiver = receiver;
   h.channel = channel;
   h.stepBytes = stepBytes;
+  h.llStepBytes = (uint32_t)llStepBytes;
   return h;
 }
 
 DataHeader makeDataHeader(int channel, uint64_t step, uint64_t bytes) {
-  return DataHeader{kDataMagic, channel, step, bytes};
+  return DataHeader{kDataMagic, channel, step, 0, (uint32_t)bytes};
+}
+
+DataHeader makeLinesHeader(int channel, uint64_t step, uint64_t offset, uint64_t bytes) {
+  return DataHeader{kLinesMagic, channel, step, (uint32_t)offset, (uint32_t)bytes};
 }
 
 Credit makeCredit(int channel, uint64_t head) { return Credit{kCreditMagic, channel, head}; }
 
-DataHeader makeByeData(int channel) { return DataHeader{kByeMagic, channel, 0, 0}; }
+DataHeader makeByeData(int channel) { return DataHeader{kByeMagic, channel, 0, 0, 0}; }
 
 Credit makeByeCredit(int channel) { return Credit{kByeMagic, channel, 0}; }
 
-DataHeader makeFailData(int channel, int culprit) { return DataHeader{kFailMagic, channel, (uint64_t)culprit, 0}; }
+DataHeader makeFailData(int channel, int culprit) {
+  return DataHeader{kFailMagic, channel, (uint64_t)culprit, 0, 0};
+}
 
 Credit makeFailCredit(int channel, int culprit) { return Credit{kFailMagic, channel, (uint64_t)culprit}; }
 
@@ -102,7 +111,7 @@ Status checkHello(const Hello& h, uint64_t jobKey, int receiver, int nRanks, con
     return refuse(why, from, "hello has job key 0x%016llx, expected 0x%016llx (a stale or foreign job)",
                   (ull)h.jobKey, (ull)jobKey);
   }
-  if (h.reserved0 != 0 || h.reserved1 != 0) return refuse(why, from, "hello has nonzero reserved fields");
+  if (h.reserved0 != 0) return refuse(why, from, "hello has a nonzero reserved field");
   if (h.receiver != receiver) {
     return refuse(why, from, "hello is addressed to rank %d, but this is rank %d", h.receiver, receiver);
   }
@@ -113,12 +122,14 @@ Status checkHello(const Hello& h, uint64_t jobKey, int receiver, int nRanks, con
     return refuse(why, from, "hello names channel %d, outside 0..%d", h.channel, dev::kMaxChannels - 1);
   }
   if (h.stepBytes == 0) return refuse(why, from, "hello announces a step size of 0 bytes");
+  if (h.llStepBytes != 0 && !dev::llStepBytesValid(h.llStepBytes)) {
+    return refuse(why, from, "hello announces an LL step size of %u bytes, which no rank uses", h.llStepBytes);
+  }
   return ncclSuccess;
 }
 
-Status checkDataHeader(const DataHeader& h, int channel, uint64_t expectedStep, uint64_t windowEnd,
-                       uint64_t stepBytes, const char* from, std::string* why) {
-  if (h.magic != kDataMagic && h.magic != kByeMagic && h.magic != kFailMagic) {
+Status checkDataHeader(const DataHeader& h, int channel, const RecvWindow& w, const char* from, std::string* why) {
+  if (h.magic != kDataMagic && h.magic != kLinesMagic && h.magic != kByeMagic && h.magic != kFailMagic) {
     return refuse(why, from, "data header has wrong magic 0x%08x (the stream lost its framing or is not weft's)",
                   h.magic);
   }
@@ -126,16 +137,48 @@ Status checkDataHeader(const DataHeader& h, int channel, uint64_t expectedStep, 
     return refuse(why, from, "data header is for channel %d on this channel's connection", h.channel);
   }
   if (h.magic == kByeMagic || h.magic == kFailMagic) return ncclSuccess;
-  if (h.step != expectedStep) {
-    return refuse(why, from, "data header carries step %llu, expected step %llu", (ull)h.step, (ull)expectedStep);
+  const bool lines = h.magic == kLinesMagic;
+  if (!lines && w.llStepBytes == 0 && h.step != w.nextSimple) {
+    return refuse(why, from, "data header carries step %llu, expected step %llu", (ull)h.step, (ull)w.nextSimple);
   }
-  if (h.step >= windowEnd) {
+  if (!lines && h.step < w.nextSimple) {
+    return refuse(why, from, "data header carries step %llu, but step %llu has arrived already", (ull)h.step,
+                  (ull)(w.nextSimple - 1));
+  }
+  if (h.step < w.windowStart) {
+    return refuse(why, from, "%s for step %llu arrived after the receiver consumed that step", lines ? "LL lines" :
+                  "data", (ull)h.step);
+  }
+  if (h.step >= w.windowStart + kSteps) {
     return refuse(why, from, "step %llu arrived before its slot was freed (the receiver consumed %llu steps): "
-                  "the sender ignored the credits", (ull)h.step, (ull)(windowEnd > kSteps ? windowEnd - kSteps : 0));
+                  "the sender ignored the credits", (ull)h.step, (ull)w.windowStart);
   }
-  if (h.bytes > stepBytes) {
-    return refuse(why, from, "data header announces %llu bytes for step %llu, more than the %llu-byte slot",
-                  (ull)h.bytes, (ull)h.step, (ull)stepBytes);
+  if (!lines) {
+    if (h.offset != 0 || h.bytes > w.stepBytes) {
+      return refuse(why, from, "data header announces %u bytes at offset %u for step %llu, beyond the %llu-byte slot",
+                    h.bytes, h.offset, (ull)h.step, (ull)w.stepBytes);
+    }
+    return ncclSuccess;
+  }
+  if (w.llStepBytes == 0) return refuse(why, from, "LL lines arrived on a connection without LL slots");
+  if (h.bytes == 0 || h.bytes % dev::kLLLineBytes != 0 || h.offset % dev::kLLLineBytes != 0 ||
+      (uint64_t)h.offset + h.bytes > w.llStepBytes) {
+    return refuse(why, from, "LL lines header announces %u bytes at offset %u for step %llu: not whole %u-byte "
+                  "lines within the %llu-byte slot", h.bytes, h.offset, (ull)h.step, dev::kLLLineBytes,
+                  (ull)w.llStepBytes);
+  }
+  return ncclSuccess;
+}
+
+Status checkLines(const char* lines, uint64_t bytes, uint64_t step, const char* from, std::string* why) {
+  const uint32_t flag = dev::llFlag(step);
+  for (uint64_t at = 0; at + dev::kLLLineBytes <= bytes; at += dev::kLLLineBytes) {
+    uint32_t w[4];
+    memcpy(w, lines + at, sizeof(w));
+    if (w[1] != flag || w[3] != flag) {
+      return refuse(why, from, "LL line %llu of step %llu carries flags 0x%08x/0x%08x, expected 0x%08x",
+                    (ull)(at / dev::kLLLineBytes), (ull)step, w[1], w[3], flag);
+    }
   }
   return ncclSuccess;
 }

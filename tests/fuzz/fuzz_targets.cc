@@ -29,6 +29,7 @@
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
 #include "core/op_ledger.h"
+#include "device/work_math.h"
 #include "graph/algo_proto_env.h"
 #include "graph/rank_record.h"
 #include "graph/topo_xml.h"
@@ -300,27 +301,42 @@ void netWire(const uint8_t* data, size_t size) {
       const Hello h = in.over(good, xorOnto);
       if (!accepted(checkHello(h, p2, receiver, nRanks, "fuzz", &why))) break;
       require(h.magic == kHelloMagic && h.version == kNetWireVersion && h.jobKey == p2, "an accepted hello is ours");
-      require(h.reserved0 == 0 && h.reserved1 == 0 && h.receiver == receiver, "an accepted hello is for us");
+      require(h.reserved0 == 0 && h.receiver == receiver, "an accepted hello is for us");
+      require(h.llStepBytes == 0 || dev::llStepBytesValid(h.llStepBytes), "an accepted hello has a valid LL step size");
       require(h.sender >= 0 && h.sender < nRanks && h.channel >= 0 && h.channel < dev::kMaxChannels,
               "an accepted hello names a sender and channel in range");
       require(h.stepBytes != 0, "an accepted hello has a step size");
       break;
     }
     case 2: {
+      // The receiver consumed `start` steps; Simple steps from `next` on; LL slots or none.
       const int channel = (int)(p0 % dev::kMaxChannels);
-      const uint64_t expected = p1, windowEnd = p1 + (uint64_t)(int64_t)(int8_t)p2;  // near the step; may wrap
-      const uint64_t stepBytes = p3 >> (p3 & 63);                                    // all magnitudes
-      const DataHeader good = makeDataHeader(channel, expected, std::min(p2 >> 8, stepBytes));
-      require(accepted(checkDataHeader(good, channel, expected, windowEnd, stepBytes, "fuzz", &why)) ==
-                  (expected < windowEnd), "a made header is accepted when its slot is free");
-      require(accepted(checkDataHeader(makeByeData(channel), channel, expected, windowEnd, stepBytes, "fuzz", &why)),
+      const uint64_t next = p1 >> 2, start = next + 4 - std::min<uint64_t>(next + 4, p2 & 15);
+      const uint64_t stepBytes = p3 >> (p3 & 63);  // all magnitudes
+      const uint64_t llStepBytes = (p0 >> 8 & 1) ? dev::kLLMinStepBytes << (p0 >> 9 & 7) : 0;
+      const RecvWindow w{next, start, stepBytes, llStepBytes};
+      const bool free = next >= start && next < start + kSteps;
+      const DataHeader good = makeDataHeader(channel, next, std::min(p2 >> 8, std::min<uint64_t>(stepBytes, ~0u)));
+      require(accepted(checkDataHeader(good, channel, w, "fuzz", &why)) == free,
+              "a made header is accepted when its slot is free");
+      const DataHeader lines = makeLinesHeader(channel, next, 0, dev::kLLLineBytes);
+      require(accepted(checkDataHeader(lines, channel, w, "fuzz", &why)) == (free && llStepBytes != 0),
+              "made LL lines are accepted when their slot is free, on a connection with LL");
+      require(accepted(checkDataHeader(makeByeData(channel), channel, w, "fuzz", &why)),
               "a bye is accepted on its channel");
-      const DataHeader h = in.over(good, xorOnto);
-      if (!accepted(checkDataHeader(h, channel, expected, windowEnd, stepBytes, "fuzz", &why))) break;
+      const DataHeader h = in.over(p0 >> 12 & 1 ? lines : good, xorOnto);
+      if (!accepted(checkDataHeader(h, channel, w, "fuzz", &why))) break;
       require(h.channel == channel, "an accepted header is for this channel");
       if (isBye(h) || isFail(h)) break;
-      require(h.magic == kDataMagic && h.step == expected && h.step < windowEnd, "an accepted step is the next one");
-      require(h.bytes <= stepBytes, "an accepted step fits its slot");
+      require(h.step >= start && h.step < start + kSteps, "an accepted step has a free slot, not yet consumed");
+      if (isLines(h)) {
+        require(llStepBytes != 0 && h.bytes > 0 && h.bytes % dev::kLLLineBytes == 0 &&
+                    h.offset % dev::kLLLineBytes == 0 && (uint64_t)h.offset + h.bytes <= llStepBytes,
+                "accepted LL lines are whole lines within their slot");
+        break;
+      }
+      require(h.magic == kDataMagic && h.offset == 0 && h.bytes <= stepBytes, "an accepted step fits its slot");
+      require(llStepBytes != 0 ? h.step >= next : h.step == next, "an accepted Simple step comes in order");
       break;
     }
     default: {
@@ -517,7 +533,8 @@ struct RecvPlan {
 // so the window never refuses; with a stalled one steps >= kSteps are always refused.
 bool headerAccepted(const DataHeader& h, uint64_t step, bool stall, uint64_t stepBytes) {
   std::string why;
-  return checkDataHeader(h, 0, step, stall ? kSteps : step + 1, stepBytes, "fuzz", &why) == ncclSuccess;
+  const RecvWindow w{step, stall || step + 1 < kSteps ? 0 : step + 1 - kSteps, stepBytes, 0};
+  return checkDataHeader(h, 0, w, "fuzz", &why) == ncclSuccess;
 }
 
 RecvPlan planRecv(const std::vector<char>& s, bool stall, uint64_t stepBytes) {
@@ -709,7 +726,7 @@ struct SendMem {
     const uint64_t s = published++;
     const uint64_t n = stepSize(s, stepBytes);
     for (uint64_t i = 0; i < n; ++i) slots[(s % kSteps) * stepBytes + i] = patternByte(s, i);
-    sizes[s % kSteps] = n;
+    sizes[s % kSteps] = dev::stepSizeWord(s, n);
     storeRel(&tail, published);
   }
   uint64_t stepBytes;

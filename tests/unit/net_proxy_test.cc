@@ -223,7 +223,7 @@ struct RawReceiverFixture {
     EXPECT_EQ(started, ncclSuccess);
   }
   void publish(uint64_t steps, uint64_t bytes) {
-    for (uint64_t s = loadAcq(&send.tail); s < steps; ++s) send.sizes[s % kSteps] = bytes;
+    for (uint64_t s = loadAcq(&send.tail); s < steps; ++s) send.sizes[s % kSteps] = dev::stepSizeWord(s, bytes);
     storeRel(&send.tail, steps);
   }
   SendMem send;  // first: outlives the proxy
@@ -298,7 +298,7 @@ TEST(NetProxy, DestroyRightAfterPublishingStillDeliversTheSteps) {
   for (uint64_t s = 0; s < kSteps; ++s) {  // a whole window, published at once
     const uint64_t n = stepSize(s, m.stepBytes, links[0]->seed);
     for (uint64_t i = 0; i < n; ++i) m.slots[(s % kSteps) * m.stepBytes + i] = byteAt(s, i, links[0]->seed);
-    m.sizes[s % kSteps] = n;
+    m.sizes[s % kSteps] = dev::stepSizeWord(s, n);
   }
   storeRel(&m.tail, kSteps);
   ranks[0]->proxy.reset();
@@ -403,7 +403,7 @@ TEST(NetProxy, AbortStopsTheProgressThreadQuietly) {
   ranks[0]->abort = true;
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   SendMem& m = links[0]->send;
-  m.sizes[20 % kSteps] = 10;
+  m.sizes[20 % kSteps] = dev::stepSizeWord(20, 10);
   storeRel(&m.tail, 21);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(ranks[0]->proxy->stepsSent(), 20u);  // step 20 was not moved
@@ -431,7 +431,7 @@ TEST(NetProxy, OrderlyDestroyIsQuietUntilDataIsOwed) {
   EXPECT_EQ(ranks[0]->failures.load(), 0);  // a goodbye, not a crash
   // Sending more to the rank that left is an error.
   SendMem& m = links[0]->send;
-  m.sizes[50 % kSteps] = 1;
+  m.sizes[50 % kSteps] = dev::stepSizeWord(50, 1);
   storeRel(&m.tail, 51);
   EXPECT_TRUE(waitUntil([&] { return ranks[0]->failures.load() > 0; }, 1000));
   EXPECT_EQ(ranks[0]->lastCode.load(), ncclRemoteError);

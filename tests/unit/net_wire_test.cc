@@ -6,6 +6,7 @@
 
 #include "bootstrap/socket.h"
 #include "device/abi.h"
+#include "device/work_math.h"
 #include "proxy/net_wire.h"
 
 namespace weft::proxy {
@@ -56,9 +57,10 @@ TEST(NetWire, ListenerDescRoundTripAndChecks) {
 }
 
 TEST(NetWire, HelloChecks) {
-  const Hello good = makeHello(kJob, 2, 1, 7, 4096);
+  const Hello good = makeHello(kJob, 2, 1, 7, 4096, 4096);
   std::string why;
   EXPECT_EQ(checkHello(good, kJob, 1, 4, "conn", &why), ncclSuccess) << why;
+  EXPECT_EQ(checkHello(makeHello(kJob, 2, 1, 7, 4096), kJob, 1, 4, "conn", &why), ncclSuccess) << why;
   struct Case {
     std::function<void(Hello&)> mutate;
     const char* needle;
@@ -66,7 +68,8 @@ TEST(NetWire, HelloChecks) {
       {[](Hello& h) { h.magic = 0x20544547; }, "magic"},
       {[](Hello& h) { h.version = 99; }, "version"},
       {[](Hello& h) { h.jobKey ^= 0x10; }, "job key"},
-      {[](Hello& h) { h.reserved1 = 1; }, "reserved"},
+      {[](Hello& h) { h.reserved0 = 1; }, "reserved"},
+      {[](Hello& h) { h.llStepBytes = 100; }, "LL step size of 100"},
       {[](Hello& h) { h.receiver = 2; }, "addressed to rank 2"},
       {[](Hello& h) { h.sender = 4; }, "sender rank 4"},
       {[](Hello& h) { h.sender = -1; }, "sender rank -1"},
@@ -86,33 +89,69 @@ TEST(NetWire, HelloChecks) {
 
 TEST(NetWire, DataHeaderChecks) {
   std::string why;
-  // Step 5 on channel 2, receiver consumed 1 step (window ends at 9), 1000-byte slots.
-  EXPECT_EQ(checkDataHeader(makeDataHeader(2, 5, 1000), 2, 5, 9, 1000, "d", &why), ncclSuccess) << why;
-  EXPECT_EQ(checkDataHeader(makeDataHeader(2, 5, 0), 2, 5, 9, 1000, "d", &why), ncclSuccess) << why;
+  // Channel 2: Simple steps from 5 on (step 4 arrived), the receiver consumed 1 step (window [1, 9)),
+  // 1000-byte Simple slots and 4096-byte LL slots.
+  const RecvWindow win{5, 1, 1000, 4096};
+  for (const DataHeader& h : {makeDataHeader(2, 5, 1000), makeDataHeader(2, 5, 0), makeDataHeader(2, 7, 10),
+                              makeLinesHeader(2, 1, 0, 16), makeLinesHeader(2, 8, 4080, 16),
+                              makeLinesHeader(2, 3, 16, 4080)}) {
+    EXPECT_EQ(checkDataHeader(h, 2, win, "d", &why), ncclSuccess) << why;
+  }
   struct Case {
     DataHeader h;
     const char* needle;
   } cases[] = {
-      {makeDataHeader(2, 5, 1001), "more than the 1000-byte slot"},
-      {makeDataHeader(2, 5, ~0ull), "more than"},
+      {makeDataHeader(2, 5, 1001), "beyond the 1000-byte slot"},
+      {makeDataHeader(2, 5, ~0ull), "beyond"},
+      {DataHeader{kDataMagic, 2, 5, 8, 10}, "at offset 8"},
       {makeDataHeader(3, 5, 10), "channel 3"},
-      {makeDataHeader(2, 6, 10), "step 6, expected step 5"},
-      {makeDataHeader(2, 4, 10), "step 4, expected step 5"},
-      {DataHeader{0x12345678, 2, 5, 10}, "magic"},
+      {makeDataHeader(2, 4, 10), "but step 4 has arrived"},
+      {makeDataHeader(2, 9, 10), "ignored the credits"},
+      {makeLinesHeader(2, 0, 0, 16), "after the receiver consumed"},
+      {makeLinesHeader(2, 9, 0, 16), "ignored the credits"},
+      {makeLinesHeader(2, 3, 0, 0), "not whole 16-byte lines"},
+      {makeLinesHeader(2, 3, 0, 24), "not whole"},
+      {makeLinesHeader(2, 3, 8, 16), "not whole"},
+      {makeLinesHeader(2, 3, 4080, 32), "within the 4096-byte slot"},
+      {DataHeader{0x12345678, 2, 5, 0, 10}, "magic"},
   };
   for (const Case& c : cases) {
     std::string w;
-    EXPECT_EQ(checkDataHeader(c.h, 2, 5, 9, 1000, "d", &w), ncclRemoteError) << c.needle;
+    EXPECT_EQ(checkDataHeader(c.h, 2, win, "d", &w), ncclRemoteError) << c.needle;
     EXPECT_NE(w.find(c.needle), std::string::npos) << w;
   }
+  // Without LL slots: no lines, and the Simple steps are consecutive.
+  const RecvWindow simpleOnly{5, 1, 1000, 0};
   std::string w;
-  EXPECT_EQ(checkDataHeader(makeDataHeader(2, 9, 10), 2, 9, 9, 1000, "d", &w), ncclRemoteError);
-  EXPECT_NE(w.find("ignored the credits"), std::string::npos) << w;
+  EXPECT_EQ(checkDataHeader(makeLinesHeader(2, 3, 0, 16), 2, simpleOnly, "d", &w), ncclRemoteError);
+  EXPECT_NE(w.find("without LL slots"), std::string::npos) << w;
+  EXPECT_EQ(checkDataHeader(makeDataHeader(2, 5, 10), 2, simpleOnly, "d", &why), ncclSuccess) << why;
+  EXPECT_EQ(checkDataHeader(makeDataHeader(2, 6, 10), 2, simpleOnly, "d", &w), ncclRemoteError);
+  EXPECT_NE(w.find("step 6, expected step 5"), std::string::npos) << w;
   DataHeader bye = makeByeData(2);
   EXPECT_TRUE(isBye(bye));
   EXPECT_FALSE(isBye(makeDataHeader(2, 0, 0)));
-  EXPECT_EQ(checkDataHeader(bye, 2, 5, 9, 1000, "d", &why), ncclSuccess);
-  EXPECT_EQ(checkDataHeader(makeByeData(1), 2, 5, 9, 1000, "d", &why), ncclRemoteError);
+  EXPECT_TRUE(isLines(makeLinesHeader(2, 0, 0, 16)));
+  EXPECT_FALSE(isLines(makeDataHeader(2, 0, 16)));
+  EXPECT_EQ(checkDataHeader(bye, 2, win, "d", &why), ncclSuccess);
+  EXPECT_EQ(checkDataHeader(makeByeData(1), 2, win, "d", &why), ncclRemoteError);
+}
+
+TEST(NetWire, LinesCarryTheirStepsFlag) {
+  uint32_t lines[3][4];
+  for (uint32_t i = 0; i < 3; ++i) {
+    lines[i][0] = 100 + i;
+    lines[i][2] = 200 + i;
+    lines[i][1] = lines[i][3] = dev::llFlag(6);
+  }
+  std::string why;
+  EXPECT_EQ(checkLines(reinterpret_cast<const char*>(lines), sizeof(lines), 6, "l", &why), ncclSuccess) << why;
+  std::string w;
+  EXPECT_EQ(checkLines(reinterpret_cast<const char*>(lines), sizeof(lines), 7, "l", &w), ncclRemoteError);
+  EXPECT_NE(w.find("line 0 of step 7"), std::string::npos) << w;
+  lines[1][3] = dev::llFlag(5);  // half of line 1 is an older step's
+  EXPECT_EQ(checkLines(reinterpret_cast<const char*>(lines), sizeof(lines), 6, "l", &w), ncclRemoteError);
+  EXPECT_NE(w.find("line 1 of step 6"), std::string::npos) << w;
 }
 
 TEST(NetWire, CreditChecks) {

@@ -216,7 +216,9 @@ class SimpleLink {
     }
     if (slice_ < 2) probeBy(slice_ == 0 ? kProbeSliceReady0 : kProbeSliceReady1, true);
     // The step's size for a network proxy (abi.h kStepSizeWord); the tail's fence publishes it.
-    if (send && !aborted_) arch::stRelaxedSys(sendHead_ + kStepSizeWord + sendStep_ % kSteps, bytes);
+    if (send && !aborted_) {
+      arch::stRelaxedSys(sendHead_ + kStepSizeWord + sendStep_ % kSteps, stepSizeWord(sendStep_, bytes));
+    }
     int d = (int)(slice_ % kSimpleReadyDepth);
     pendTail_.set(d, send ? sendStep_ + 1 : 0);
     pendHead_.set(d, recv ? recvStep_ + 1 : 0);

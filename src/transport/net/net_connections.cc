@@ -54,7 +54,7 @@ Status NetConnections::makeHostMemory(const char* kind, int peer, size_t bytes, 
 
 // The send side's counters: the tail the kernel writes into the image (standing in for the
 // receiver's), the step sizes and the credits in the head line of the rank's own memory.
-proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots) const {
+proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots, char* llSlots) const {
   const size_t block = layout_.counterBlock(channel, peer);
   char* mine = local_->hostPtr();
   proxy::NetSendSide s;
@@ -65,11 +65,13 @@ proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots) 
   s.slots = slots;
   s.head = (volatile uint64_t*)(mine + block + kHeadOffset);
   s.stepBytes = stepBytes_;
+  s.llSlots = llSlots;
+  s.llStepBytes = llSlots != nullptr ? llStepBytes_ : 0;
   return s;
 }
 
 // The receive side's: the tail in the rank's own memory, the head the kernel writes into the image.
-proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots) const {
+proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots, char* llSlots) const {
   const size_t block = layout_.counterBlock(channel, peer);
   proxy::NetRecvSide r;
   r.channel = channel;
@@ -78,6 +80,8 @@ proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots) 
   r.tail = (volatile uint64_t*)(local_->hostPtr() + block + kTailOffset);
   r.gpuHead = (const volatile uint64_t*)(image_->hostPtr() + block + kHeadOffset);
   r.stepBytes = stepBytes_;
+  r.llSlots = llSlots;
+  r.llStepBytes = llSlots != nullptr ? llStepBytes_ : 0;
   return r;
 }
 
@@ -92,6 +96,7 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   self->rank_ = comm->rank;
   self->commHash_ = comm->commHash;
   self->stepBytes_ = (uint64_t)comm->protoStepBytes[dev::kProtoSimple];
+  self->llStepBytes_ = (uint64_t)comm->protoStepBytes[dev::kProtoLL];  // 0: LL is off
   self->local_ = local;
   self->firstUseRecv_.resize(comm->nRanks);
   self->firstUseSend_.resize(comm->nRanks);
@@ -110,14 +115,15 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   auto recvNow = [&](int c, int p) { return viaNet(p) && plan.recvOn[c][p] && !plan.recvSimpleOnly[c][p]; };
 
   // The image: a counter block per (channel, peer) as in the connection memory (the send tail and
-  // the receive head of that pair), then the Simple slots of every network send connection made now.
+  // the receive head of that pair), then the Simple slots and the LL slots of every network send
+  // connection made now.
   self->sendSlotsOffset_.assign((size_t)comm->nChannels * comm->nRanks, 0);
   size_t bytes = layout.buffersStart();
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
       if (sendNow(c, p)) {
         self->sendSlotsOffset_[self->index(c, p)] = bytes;
-        bytes += (size_t)dev::kSteps * self->stepBytes_;
+        bytes += (size_t)dev::kSteps * (self->stepBytes_ + self->llStepBytes_);
         self->nSends_++;
       }
       if (recvNow(c, p)) self->nRecvs_++;
@@ -145,18 +151,22 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
       if (sendNow(c, p)) {
-        sends.push_back(self->sendSide(c, p, self->image_->hostPtr() + self->sendSlotsOffset_[self->index(c, p)]));
+        char* slots = self->image_->hostPtr() + self->sendSlotsOffset_[self->index(c, p)];
+        char* llSlots = self->llStepBytes_ != 0 ? slots + (size_t)dev::kSteps * self->stepBytes_ : nullptr;
+        sends.push_back(self->sendSide(c, p, slots, llSlots));
       }
       if (recvNow(c, p)) {
-        char* slots = local->hostPtr() + layout.recvBuffer(plan, c, p) + layout.protoOffset[dev::kProtoSimple];
-        recvs.push_back(self->recvSide(c, p, slots));
+        char* buffer = local->hostPtr() + layout.recvBuffer(plan, c, p);
+        char* llSlots = self->llStepBytes_ != 0 ? buffer + layout.protoOffset[dev::kProtoLL] : nullptr;
+        recvs.push_back(self->recvSide(c, p, buffer + layout.protoOffset[dev::kProtoSimple], llSlots));
       }
     }
   }
   WEFT_TRY(self->proxy_->start(sends, recvs, descs));
   WEFT_INFO(log::kInit | log::kNet, "rank %d: %d send and %d receive connection(s) through the network (socket "
-            "proxy listening on %s), %zu KiB of send staging memory; point-to-point ones on first use", comm->rank,
-            self->nSends_, self->nRecvs_, bind.hostString().c_str(), bytes >> 10);
+            "proxy listening on %s, %s), %zu KiB of send staging memory; point-to-point ones on first use (Simple)",
+            comm->rank, self->nSends_, self->nRecvs_, bind.hostString().c_str(),
+            self->llStepBytes_ != 0 ? "Simple and LL" : "Simple", bytes >> 10);
   *out = std::move(self);
   return ncclSuccess;
 }
@@ -167,7 +177,7 @@ Status NetConnections::expectSimpleOnly(const ConnectionPlan& receiverPlan, int 
   std::vector<proxy::NetRecvSide> recvs;
   for (int c = 0; c < layout_.nChannels; ++c) {
     const size_t at = layout_.simpleOnlyBuffer(receiverPlan, c, sender);
-    if (at != (size_t)-1) recvs.push_back(recvSide(c, sender, firstUseRecv_[sender]->hostPtr() + at));
+    if (at != (size_t)-1) recvs.push_back(recvSide(c, sender, firstUseRecv_[sender]->hostPtr() + at, nullptr));
   }
   WEFT_TRY(proxy_->expectReceives(recvs));
   nRecvs_ += (int)recvs.size();
@@ -181,7 +191,7 @@ Status NetConnections::connectSimpleOnly(const ConnectionPlan& receiverPlan, int
   std::vector<proxy::NetSendSide> sends;
   for (int c = 0; c < layout_.nChannels; ++c) {
     const size_t at = layout_.simpleOnlyBuffer(receiverPlan, c, rank_);
-    if (at != (size_t)-1) sends.push_back(sendSide(c, receiver, firstUseSend_[receiver]->hostPtr() + at));
+    if (at != (size_t)-1) sends.push_back(sendSide(c, receiver, firstUseSend_[receiver]->hostPtr() + at, nullptr));
   }
   WEFT_TRY(proxy_->addSends(sends));
   nSends_ += (int)sends.size();

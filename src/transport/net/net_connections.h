@@ -1,7 +1,7 @@
 // The network transport of one communicator: connections with ranks on other hosts, as the GPU
 // sees them, and the proxy thread (proxy/net_proxy.h) that moves their bytes over TCP.
 //
-// The kernels run the same Simple code as for a peer in the same host; only the memory differs.
+// The kernels run the same Simple and LL code as for a peer in the same host; only the memory differs.
 // A peer on another host has no memory this GPU can reach, so each end works in host memory of
 // its own, mapped for its GPU:
 //   - receive side (the usual layout, in the rank's host connection memory, as the SHM transport
@@ -12,8 +12,8 @@
 //     receiver's memory); the proxy sends each step as it is published (its size from the head
 //     line, device/abi.h kStepSizeWord) and writes the receiver's credits into the head line of the
 //     rank's own connection memory, where the kernel waits for them.
-// Only Simple crosses the network: communicators with network peers run Simple alone
-// (core/comm_init.cc). The ring and tree connections are made at creation; the Simple-only
+// Simple and LL cross the network (LL lines are found by their flags: proxy/net_proxy.h), LL128 does
+// not (core/comm_init.cc). The ring and tree connections are made at creation; the Simple-only
 // point-to-point ones on first use, as with the other transports (P2pConnections::offerReceives /
 // acceptSends): the receiver makes their memory and declares them to its proxy before it sends its
 // offer; the sender, holding the offer, makes its image slots and connects.
@@ -43,8 +43,12 @@ class NetConnections {
                                      std::unique_ptr<NetConnections>* out);
   ~NetConnections();  // stops the proxy first: nothing touches the memory after
 
-  // Device addresses of the send connection (channel, peer): its Simple slots and its tail.
+  // Device addresses of the send connection (channel, peer): its Simple slots, its LL slots (right
+  // after them; null when LL is off) and its tail.
   char* sendSlots(int channel, int peer) const { return image_->devicePtr() + sendSlotsOffset_[index(channel, peer)]; }
+  char* sendLLSlots(int channel, int peer) const {
+    return llStepBytes_ != 0 ? sendSlots(channel, peer) + (size_t)dev::kSteps * stepBytes_ : nullptr;
+  }
   volatile uint64_t* sendTail(int channel, int peer) const;
   // Device address of the head of the receive connection (channel, peer).
   volatile uint64_t* recvHead(int channel, int peer) const;
@@ -64,15 +68,17 @@ class NetConnections {
  private:
   NetConnections() = default;
   size_t index(int channel, int peer) const { return (size_t)channel * layout_.nRanks + peer; }
-  // The proxy's view of connection (channel, peer), its slots at `slots` (host address).
-  proxy::NetSendSide sendSide(int channel, int peer, char* slots) const;
-  proxy::NetRecvSide recvSide(int channel, int peer, char* slots) const;
+  // The proxy's view of connection (channel, peer), its slots at `slots` and `llSlots` (host
+  // addresses; llSlots null: Simple only).
+  proxy::NetSendSide sendSide(int channel, int peer, char* slots, char* llSlots) const;
+  proxy::NetRecvSide recvSide(int channel, int peer, char* slots, char* llSlots) const;
   [[nodiscard]] Status makeHostMemory(const char* kind, int peer, size_t bytes, std::unique_ptr<shm::MappedShm>* out);
 
   ConnLayout layout_;
   int rank_ = -1;
   uint64_t commHash_ = 0;
   uint64_t stepBytes_ = 0;
+  uint64_t llStepBytes_ = 0;
   shm::MappedShm* local_ = nullptr;  // the rank's host connection memory (P2pConnections owns it)
   std::unique_ptr<shm::MappedShm> image_;
   // Per peer: the slots of the Simple-only connections made on first use, received from it and sent

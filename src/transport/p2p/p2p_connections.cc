@@ -296,8 +296,9 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
           dp.send.stepBytes[proto] = comm->protoStepBytes[proto];
           if (later) continue;
-          if (viaNet(p)) {  // into memory of ours that the proxy sends from (Simple only)
+          if (viaNet(p)) {  // into memory of ours that the proxy sends from (Simple and LL)
             if (proto == dev::kProtoSimple) dp.send.buffs[proto] = netConns_->sendSlots(c, p);
+            if (proto == dev::kProtoLL) dp.send.buffs[proto] = netConns_->sendLLSlots(c, p);
             continue;
           }
           dp.send.buffs[proto] = peerBase_[p] + layout_.recvBuffer(peerPlan, c, me) + layout_.protoOffset[proto];
