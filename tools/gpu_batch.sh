@@ -449,7 +449,7 @@ stage_net() {
   # LL lines through the proxies (found by their flags), forced: ring, tree, and with the extras.
   SWG=$g sw net-ll "$e NCCL_PROTO=LL" -m procs
   SWG=4 sw net4-ll "$e NCCL_PROTO=LL" -m procs --no-extras
-  SWG=4 sw net4-treell "$e NCCL_ALGO=Tree NCCL_PROTO=LL" -m procs --no-extras
+  SWG=4 sw net4-treell "$e NCCL_ALGO=allreduce:tree NCCL_PROTO=LL" -m procs --no-extras  # heads with 2 children
   SWG=3 sw net3-ll "${e/WEFT_TEST_HOSTS=2/WEFT_TEST_HOSTS=3} NCCL_PROTO=LL" -m procs --no-extras
   # The scenarios whose detection works across hosts (the others rely on this host's view of its
   # peers: SIGSTOP seen in /proc, calls compared through shared memory).
