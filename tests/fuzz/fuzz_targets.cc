@@ -315,7 +315,7 @@ void netWire(const uint8_t* data, size_t size) {
       const uint64_t stepBytes = p3 >> (p3 & 63);  // all magnitudes
       const uint64_t llStepBytes = (p0 >> 8 & 1) ? dev::kLLMinStepBytes << (p0 >> 9 & 7) : 0;
       const RecvWindow w{next, start, stepBytes, llStepBytes};
-      const bool free = next >= start && next < start + kSteps;
+      const bool free = next >= start && next < start + dev::kSteps;
       const DataHeader good = makeDataHeader(channel, next, std::min(p2 >> 8, std::min<uint64_t>(stepBytes, ~0u)));
       require(accepted(checkDataHeader(good, channel, w, "fuzz", &why)) == free,
               "a made header is accepted when its slot is free");
@@ -328,7 +328,7 @@ void netWire(const uint8_t* data, size_t size) {
       if (!accepted(checkDataHeader(h, channel, w, "fuzz", &why))) break;
       require(h.channel == channel, "an accepted header is for this channel");
       if (isBye(h) || isFail(h)) break;
-      require(h.step >= start && h.step < start + kSteps, "an accepted step has a free slot, not yet consumed");
+      require(h.step >= start && h.step < start + dev::kSteps, "an accepted step has a free slot, not yet consumed");
       if (isLines(h)) {
         require(llStepBytes != 0 && h.bytes > 0 && h.bytes % dev::kLLLineBytes == 0 &&
                     h.offset % dev::kLLLineBytes == 0 && (uint64_t)h.offset + h.bytes <= llStepBytes,
