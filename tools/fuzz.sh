@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the parsers that read outside bytes (tests/fuzz/fuzz_targets.cc):
+# Coverage-guided fuzzing of the parsers that read outside bytes and the live network proxy (tests/fuzz):
 #   bash tools/fuzz.sh [main-build-dir (build)] [seconds per target (20)]
 # Builds the targets with clang (libFuzzer + ASan + UBSan) in <main-build-dir>-fuzz and runs each;
 # a crash, sanitizer report, leak, timeout (10 s per input) or memory above 2 GiB fails it, and the

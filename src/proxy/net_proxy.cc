@@ -207,7 +207,10 @@ bool NetProxy::prepareSteps(SendConn& c, uint64_t tail) {
                 "sends step %llu to it (do the ranks run the same operations?)", c.what.c_str(), (ull)c.prepared);
   }
   for (uint64_t s = c.prepared; s < tail; ++s) {
-    const uint64_t word = c.side.stepSizes[s % kSteps];  // written before the tail, read after it
+    // Written before the tail, read after it; but the word of an LL step's slot may be rewritten
+    // meanwhile for step s + kSteps (the LL step's credit can come before this proxy reads the
+    // tail past it): a plain 8-byte load, either value naming another step.
+    const uint64_t word = __atomic_load_n(&c.side.stepSizes[s % kSteps], __ATOMIC_RELAXED);
     if (!dev::stepSizeWordIsFor(word, s)) continue;       // an LL step: its lines go by their flags
     const uint64_t bytes = dev::stepSizeWordBytes(word);
     if (bytes > c.side.stepBytes) {
@@ -270,7 +273,7 @@ bool NetProxy::sendFrames(SendConn& c, bool* moved) {
     if (isLines(f.hdr)) {
       c.linesQueued--;
     } else {
-      stepsSent_.fetch_add(1, std::memory_order_relaxed);
+      stepsSent_.fetch_add(1, std::memory_order_release);
     }
     c.outFirst = (c.outFirst + 1) % kQueue;
     c.outCount--;
@@ -396,7 +399,7 @@ bool NetProxy::readData(RecvConn& c, bool* moved) {
     }
     c.received = c.hdr.step + 1;
     storeRelease(c.side.tail, c.received);
-    stepsReceived_.fetch_add(1, std::memory_order_relaxed);
+    stepsReceived_.fetch_add(1, std::memory_order_release);
   }
 }
 

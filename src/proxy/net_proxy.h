@@ -127,10 +127,11 @@ class NetProxy {
   void wake();
   bool idle() const { return sleeping_.load(std::memory_order_relaxed); }  // for tests
 
-  // Simple steps moved so far (all connections), and LL lines received, for tests and logs.
-  uint64_t stepsSent() const { return stepsSent_.load(std::memory_order_relaxed); }
-  uint64_t stepsReceived() const { return stepsReceived_.load(std::memory_order_relaxed); }
-  uint64_t linesReceived() const { return linesReceived_.load(std::memory_order_relaxed); }  // LL lines
+  // Simple steps moved so far (all connections), and LL lines received, for tests and logs; each
+  // counted once in place, so that a thread that reads a count also sees what it counts.
+  uint64_t stepsSent() const { return stepsSent_.load(std::memory_order_acquire); }
+  uint64_t stepsReceived() const { return stepsReceived_.load(std::memory_order_acquire); }
+  uint64_t linesReceived() const { return linesReceived_.load(std::memory_order_acquire); }  // LL lines
 
  private:
   struct SendConn;
@@ -163,6 +164,8 @@ class NetProxy {
   bool nothingOwed(const SendConn& c) const;
   // LL (net_proxy_lines.cc): queue the runs of lines that appeared in the credit window; whether
   // any are there to queue; rewrite a slot's flags (before the credit that frees it for step + kSteps).
+  struct NewLines;
+  NewLines newLines(const SendConn& c, uint64_t step) const;  // lines of `step` to queue now
   bool scanLines(SendConn& c);
   bool linesPending(const SendConn& c) const;
   void wipeLines(SendConn& c, uint64_t step);

@@ -38,39 +38,43 @@ uint64_t flaggedRunEnd(const char* slot, uint64_t from, uint64_t lines, uint32_t
 // line 0 on (a step of n payload bytes fills lines [0, ceil(n / 8)), every step at least one line),
 // its threads in any order. So the lines of a step that have arrived and follow the ones queued
 // before are the run of flagged lines from there: a line not yet written ends the run for now, and
-// lines past the step's end never carry its flag. Slot i tracks one step at a time.
+// lines past the step's end never carry its flag.
+struct NetProxy::NewLines {
+  const char* slot;  // where step s's lines are in the sender's image
+  uint64_t from;     // lines of it queued before
+  uint64_t end;      // end of the run of its lines that have arrived since: from when none
+};
+
+// Slot s % kSteps tracks one step at a time: a step it does not track yet has no lines queued.
+NetProxy::NewLines NetProxy::newLines(const SendConn& c, uint64_t s) const {
+  const size_t i = s % kSteps;
+  const char* slot = c.side.llSlots + i * c.side.llStepBytes;
+  const uint64_t from = c.lineStep[i] == s ? c.linesTaken[i] : 0;
+  return {slot, from, flaggedRunEnd(slot, from, c.side.llStepBytes / kLine, dev::llFlag(s))};
+}
+
 bool NetProxy::scanLines(SendConn& c) {
-  const uint64_t lines = c.side.llStepBytes / kLine;
   for (uint64_t s = c.head; s < c.head + kSteps; ++s) {
-    const size_t i = s % kSteps;
-    if (c.lineStep[i] != s) {
-      c.lineStep[i] = s;
-      c.linesTaken[i] = 0;
-    }
-    const char* slot = c.side.llSlots + i * c.side.llStepBytes;
-    const uint64_t end = flaggedRunEnd(slot, c.linesTaken[i], lines, dev::llFlag(s));
-    if (end == c.linesTaken[i]) continue;
+    const NewLines got = newLines(c, s);
+    if (got.end == got.from) continue;
     if (c.peerGone) {
       return fail(ncclRemoteError, c.side.peer,
                   "%s: the peer closed its proxy (destroyed its communicator), but this rank still "
                   "sends LL step %llu to it (do the ranks run the same operations?)", c.what.c_str(), (ull)s);
     }
-    const uint64_t from = c.linesTaken[i];
-    if (!queueFrame(c, makeLinesHeader(c.side.channel, s, from * kLine, (end - from) * kLine), slot + from * kLine)) {
-      return false;
-    }
-    c.linesTaken[i] = end;
+    const DataHeader hdr = makeLinesHeader(c.side.channel, s, got.from * kLine, (got.end - got.from) * kLine);
+    if (!queueFrame(c, hdr, got.slot + got.from * kLine)) return false;
+    c.lineStep[s % kSteps] = s;
+    c.linesTaken[s % kSteps] = got.end;
   }
   return true;
 }
 
 bool NetProxy::linesPending(const SendConn& c) const {
   if (c.side.llStepBytes == 0) return false;
-  const uint64_t lines = c.side.llStepBytes / kLine;
   for (uint64_t s = c.head; s < c.head + kSteps; ++s) {
-    const size_t i = s % kSteps;
-    const uint64_t taken = c.lineStep[i] == s ? c.linesTaken[i] : 0;
-    if (flaggedRunEnd(c.side.llSlots + i * c.side.llStepBytes, taken, lines, dev::llFlag(s)) != taken) return true;
+    const NewLines got = newLines(c, s);
+    if (got.end != got.from) return true;
   }
   return false;
 }
@@ -100,7 +104,7 @@ bool NetProxy::landLines(RecvConn& c) {
     memcpy(&word, c.lines.data() + at, sizeof(word));
     __atomic_store_n(reinterpret_cast<uint64_t*>(dst + at), word, __ATOMIC_RELAXED);
   }
-  linesReceived_.fetch_add(c.hdr.bytes / kLine, std::memory_order_relaxed);
+  linesReceived_.fetch_add(c.hdr.bytes / kLine, std::memory_order_release);
   return true;
 }
 

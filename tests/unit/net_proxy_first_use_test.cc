@@ -97,6 +97,46 @@ TEST(NetProxyFirstUse, SidesDeclaredTwiceAreRefused) {
   expectNoFailures(ranks);
 }
 
+// User-pains row 17 in steady state: while data moves, a running proxy's listener gets a port scan
+// (connect, close), an HTTP request, random bytes the size of a hello, a hello cut short and held,
+// and more silent connections than it keeps. No rank fails, the data keeps moving, what is not a
+// hello is closed, the oldest idle connections go first, and a connection made on first use
+// afterwards works.
+TEST(NetProxyFirstUse, ScansAndGarbageOnTheListenerLeaveTheDataMoving) {
+  std::vector<std::unique_ptr<Link>> first, later;
+  Ranks ranks = makeRanks(2);
+  first.push_back(std::make_unique<Link>(ranks, 0, 1, 0, 4096));
+  for (Status s : startAll(ranks)) ASSERT_EQ(s, ncclSuccess);
+  ranks[0]->sends.clear();
+  ranks[1]->recvs.clear();
+  std::string early;
+  std::thread traffic([&] { early = runLinks(first, 5000); });
+  const ListenerDesc d = descs(ranks)[1];
+  { Fd scan = connectRaw(d); }
+  Fd http = connectRaw(d), noise = connectRaw(d), cut = connectRaw(d);
+  const std::string get = "GET /metrics HTTP/1.1\r\nHost: weft\r\nUser-Agent: scanner\r\n\r\n";
+  ASSERT_EQ(writeRaw(http.get(), get.data(), get.size()), Io::kOk);
+  char random[sizeof(Hello)];
+  for (size_t i = 0; i < sizeof(random); ++i) random[i] = (char)(i * 97 + 13);
+  ASSERT_EQ(writeRaw(noise.get(), random, sizeof(random)), Io::kOk);
+  const Hello half = makeHello(kJob, 0, 1, 2, 4096);
+  ASSERT_EQ(writeRaw(cut.get(), &half, sizeof(half) / 2), Io::kOk);
+  std::vector<Fd> idle;
+  for (int i = 0; i < 80; ++i) idle.push_back(connectRaw(d));
+  char byte;
+  for (Fd* refused : {&http, &noise, &cut}) {  // the cut hello is the oldest left: closed for room
+    EXPECT_EQ(readRaw(refused->get(), &byte, 1, 3000), Io::kClosed);
+  }
+  EXPECT_EQ(readRaw(idle.back().get(), &byte, 1, 100), Io::kTimedOut);  // the newest is kept
+  traffic.join();
+  EXPECT_EQ(early, "");
+  later.push_back(std::make_unique<Link>(ranks, 0, 1, 2, 4096));
+  for (Status s : connectOnFirstUse(ranks, 0, 1)) EXPECT_EQ(s, ncclSuccess);
+  EXPECT_EQ(runLinks(later, 500), "");
+  EXPECT_EQ(ranks[1]->proxy->stepsReceived(), 5500u);
+  expectNoFailures(ranks);
+}
+
 // After an abort (or a failure) the progress thread is gone: adding connections fails at once,
 // naming the stop, instead of waiting for a thread that will never take them.
 TEST(NetProxyFirstUse, AddingAfterTheProxyStoppedFailsAtOnce) {

@@ -68,7 +68,8 @@ std::string runMixedSender(MixedLink& l, uint64_t steps) {
       const uint64_t n = stepSize(s, m.stepBytes, l.seed);
       char* slot = m.slots.data() + (s % kSteps) * m.stepBytes;
       for (uint64_t i = 0; i < n; ++i) slot[i] = byteAt(s, i, l.seed);
-      m.sizes[s % kSteps] = dev::stepSizeWord(s, n);
+      // The proxy may still be reading this word for an LL step kSteps before (net_proxy.cc).
+      __atomic_store_n(&m.sizes[s % kSteps], dev::stepSizeWord(s, n), __ATOMIC_RELAXED);
       storeRel(&m.tail, s + 1);
       continue;
     }

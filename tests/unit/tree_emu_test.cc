@@ -127,6 +127,7 @@ class TreeFabric {
   static void runItem(const DevWork& w, const WorkEnvT<typename P::Shared>& env) {
     if (w.redOp == kRedPreMulSum) return runTreeAllReduce<FnPreMulSum<float>, P>(w, env);
     if (w.redOp == kRedSumPostDiv) return runTreeAllReduce<FnSumPostDiv<int32_t>, P>(w, env);
+    if (w.dataType == kBfloat16) return runTreeAllReduce<FnSum<__nv_bfloat16>, P>(w, env);
     runTreeAllReduce<FnSum<float>, P>(w, env);
   }
 
@@ -157,48 +158,54 @@ class TreeFabric {
   uint32_t abort_ = 0;
 };
 
-// One AllReduce: float sum, float PreMulSum by 0.5, or int32 SumPostDiv by nRanks; small integer
-// inputs, so every result is exact.
+// One AllReduce: float (or bfloat16) sum, float PreMulSum by 0.5, or int32 SumPostDiv by nRanks;
+// small integer inputs, so every result is exact.
 struct AllReduceCase {
   uint64_t count;
   int redOp;
   bool inPlace;
+  bool bf16 = false;
   std::vector<std::vector<char>> send, recv;
   std::vector<std::vector<int>> inputs;
 
   template <typename P>
   void add(const TreeFabric<P>& f, Works& works, std::mt19937& rng) {
     const int n = f.nRanks();
+    const int eb = bf16 ? 2 : 4;
     for (int r = 0; r < n; r++) {
-      send.emplace_back(count * 4 + 16, 0);
-      recv.emplace_back(count * 4 + 16, 0x55);
+      send.emplace_back(count * eb + 16, 0);
+      recv.emplace_back(count * eb + 16, 0x55);
       inputs.emplace_back(count);
       for (uint64_t i = 0; i < count; i++) {
         int v = int(rng() % 21) - 10;
         inputs[r][i] = v;
         float fv = float(v);
+        uint32_t bits;
+        std::memcpy(&bits, &fv, 4);
+        const uint16_t high = (uint16_t)(bits >> 16);  // small integers are exact in bfloat16
         if (redOp == kRedSumPostDiv) std::memcpy(&send[r][i * 4], &v, 4);
+        else if (bf16) std::memcpy(&send[r][i * 2], &high, 2);
         else std::memcpy(&send[r][i * 4], &fv, 4);
       }
       if (inPlace) recv[r] = send[r];
     }
     for (int r = 0; r < n; r++)
       for (int c = 0; c < f.nChannels(); c++) {
-        ElemRange part = channelPart(count, f.nChannels(), c, 4);
+        ElemRange part = channelPart(count, f.nChannels(), c, eb);
         if (part.count == 0) continue;
         DevWork w{};
         w.func = kFuncAllReduce;
         w.algo = kAlgoTree;
         w.proto = (uint8_t)P::kId;
         w.redOp = (uint8_t)redOp;
-        w.dataType = redOp == kRedSumPostDiv ? kInt32 : kFloat32;
+        w.dataType = redOp == kRedSumPostDiv ? kInt32 : bf16 ? kBfloat16 : kFloat32;
         w.recvBuff = recv[r].data();
         w.sendBuff = inPlace ? w.recvBuff : send[r].data();
         w.count = count;
         w.chanOffset = part.offset;
         w.chanCount = part.count;
         // As the planner: Simple's chunk from the part, none for the flag protocols (one step).
-        w.chunkElems = P::kId == kProtoSimple ? (uint32_t)treeChunkElems(part.count, 4, stepBytesOf<P>()) : 0;
+        w.chunkElems = P::kId == kProtoSimple ? (uint32_t)treeChunkElems(part.count, eb, stepBytesOf<P>()) : 0;
         w.sendPeer = w.recvPeer = -1;
         if (redOp == kRedPreMulSum) {
           float half = 0.5f;
@@ -218,6 +225,13 @@ struct AllReduceCase {
           want = double(int32_t(want) / n);
           int32_t x;
           std::memcpy(&x, &recv[r][i * 4], 4);
+          got = x;
+        } else if (bf16) {
+          uint16_t high;
+          std::memcpy(&high, &recv[r][i * 2], 2);
+          const uint32_t bits = (uint32_t)high << 16;
+          float x;
+          std::memcpy(&x, &bits, 4);
           got = x;
         } else {
           float x;
@@ -243,7 +257,8 @@ void runCases(TreeFabric<P>& f, uint64_t seed) {
     std::vector<AllReduceCase> cases = {{9001 / scale, kRedSum, launch == 1},
                                         {1, kRedSum, false},
                                         {4099 / scale, kRedPreMulSum, true},
-                                        {3000 / scale, kRedSumPostDiv, false}};
+                                        {3000 / scale, kRedSumPostDiv, false},
+                                        {2049 / scale, kRedSum, launch == 0, true}};
     Works works(f.nRanks(), std::vector<std::vector<DevWork>>(f.nChannels()));
     for (auto& k : cases) k.add(f, works, rng);
     ASSERT_TRUE(f.launch(works, 60)) << "deadlock, launch " << launch;
