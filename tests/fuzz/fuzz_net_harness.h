@@ -169,6 +169,193 @@ inline bootstrap::Fd connectAsSender(Rank& rank, NetRecvSide side) {
   return fd;
 }
 
+// Rank 1's end of a send side's connection: it listens (with a small receive buffer when `tight`),
+// rank 0's proxy starts with `side` and connects, and rank 1 answers the expected hello.
+inline bootstrap::Fd acceptSender(Rank& rank, const NetSendSide& side, bool tight) {
+  bootstrap::Fd listener;
+  bootstrap::SocketAddress bound;
+  require(bootstrap::listenOn(bootstrap::SocketAddress::loopback(AF_INET), &listener, &bound) == ncclSuccess,
+          "rank 1 listens");
+  // Less than a window of 4 KiB steps, so that the proxy's frames back up behind a slow reader; any
+  // smaller and loopback TCP crawls on zero-window probes. Accepted sockets inherit it.
+  const int small = 4096;
+  if (tight) (void)setsockopt(listener.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  const std::vector<ListenerDesc> peers = {rank.proxy->desc(), makeListenerDesc(kJob, 1, bound)};
+  Status started = ncclInternalError;
+  std::thread starter([&] { started = rank.proxy->start({side}, {}, peers); });  // waits for the echo
+  bootstrap::Fd fd;
+  bootstrap::SocketAddress from;
+  const auto end = Clock::now() + kHang;
+  while (bootstrap::acceptOne(listener.get(), &fd, &from) != 0) {
+    require(Clock::now() < end, "the proxy connects to its peer");
+    nap(listener.get(), false);
+  }
+  Hello hello;
+  const Hello want = makeHello(kJob, 0, 1, 0, side.stepBytes, side.llStepBytes);
+  int err = 0;
+  const util::Deadline deadline = util::Deadline::afterSeconds(3);
+  require(bootstrap::recvAll(fd.get(), &hello, sizeof(hello), deadline, nullptr, &err) == bootstrap::Io::kOk &&
+              memcmp(&hello, &want, sizeof(hello)) == 0, "the proxy says the expected hello");
+  require(bootstrap::sendAll(fd.get(), &hello, sizeof(hello), deadline, nullptr, &err) == bootstrap::Io::kOk,
+          "the echo goes out");
+  starter.join();
+  require(started == ncclSuccess, "start() takes the echo");
+  return fd;
+}
+
+// How the proxy must read a credit stream: the frames rank 1 must have read before credit i goes
+// out (then the proxy has sent them, so the credit's fate is fixed), the last credit it accepts,
+// its last byte read. Before the last credit (a bye, or one to refuse) rank 1 reads every frame
+// the window allows, so that nothing is on its way and "past the steps sent" is tested at its edge.
+struct SendPlan {
+  std::vector<uint64_t> need;
+  uint64_t head = 0;
+  size_t stop = 0;
+  bool bye = false;
+};
+
+// The proxy cannot have sent more than `total` steps, nor more than the credits' window allows.
+inline bool creditAccepted(const Credit& c, uint64_t head, uint64_t total) {
+  std::string why;
+  return checkCredit(c, 0, head, std::min(total, head + kSteps), "fuzz", &why) == ncclSuccess;
+}
+
+inline SendPlan planSend(const std::vector<char>& s, uint64_t total) {
+  SendPlan p;
+  for (size_t at = 0;; at += sizeof(Credit)) {
+    p.stop = s.size();
+    if (s.size() - at < sizeof(Credit)) return p;  // the end: mid-credit or between credits
+    Credit c;
+    memcpy(&c, s.data() + at, sizeof(c));
+    if (!creditAccepted(c, p.head, total) || isBye(c) || isFail(c)) {  // a fail frame fails it
+      p.stop = at + sizeof(c);
+      p.bye = isBye(c) && creditAccepted(c, p.head, total);
+      p.need.push_back(std::min(total, p.head + kSteps));
+      return p;
+    }
+    p.need.push_back(c.head);
+    p.head = c.head;
+  }
+}
+
+// The input as it is, or each 16 bytes XORed onto the next credit of a receiver that consumes one
+// step at a time: zeros take all `total` steps, then claim one more (refused at the edge).
+inline std::vector<char> sendStream(Cursor in, bool xorFrames, uint64_t total) {
+  if (!xorFrames) return std::vector<char>(in.at, in.at + in.left);
+  std::vector<char> s;
+  uint64_t head = 0;
+  while (in.left > 0) {
+    const Credit c = in.over(makeCredit(0, head + 1), true);
+    const size_t n = std::min(in.left, sizeof(c));
+    s.insert(s.end(), reinterpret_cast<const char*>(&c), reinterpret_cast<const char*>(&c) + n);
+    in.at += n;
+    in.left -= n;
+    if (n == sizeof(c) && creditAccepted(c, head, total) && !isBye(c) && !isFail(c)) head = c.head;
+  }
+  return s;
+}
+
+// Rank 1's receive proxy reading rank 0's data frames off the socket, torn anywhere: a bye only
+// from an orderly destroy (byeAllowed), a fail frame naming a rank of this pair, nothing after
+// either. A target checks the rest: each other header once whole (header()), each payload byte
+// (payloadByte(), the byte's place in payloadGot) and each whole frame (frameDone()).
+struct DataFrameReader {
+  virtual ~DataFrameReader() = default;
+  // Reads what the socket has; whether anything came.
+  bool pump(int fd, bool byeAllowed) {
+    bool got = false;
+    char buf[4096];
+    while (!eof) {
+      const ssize_t n = bootstrap::recvSome(fd, buf, sizeof(buf));
+      if (n == -EAGAIN) break;
+      if (n <= 0) {
+        eof = true;
+        break;
+      }
+      got = true;
+      for (size_t i = 0; i < (size_t)n;) {
+        require(!ended, "nothing follows a bye or a fail frame");
+        if (!inPayload) {
+          const size_t k = std::min(sizeof(h) - hdrGot, (size_t)n - i);
+          memcpy(reinterpret_cast<char*>(&h) + hdrGot, buf + i, k);
+          i += k;
+          hdrGot += k;
+          if (hdrGot < sizeof(h)) continue;
+          hdrGot = 0;
+          if (isBye(h) || isFail(h)) {  // a failed proxy's onFailure may come just after its fail frame
+            require(h.channel == 0 && (isBye(h) ? byeAllowed : h.step <= 1),
+                    "a bye only from an orderly destroy, a fail frame naming a rank of this pair");
+            ended = true;
+            continue;
+          }
+          header();
+          inPayload = true;
+          payloadGot = 0;
+        }
+        for (; i < (size_t)n && payloadGot < h.bytes; ++i, ++payloadGot) payloadByte(buf[i]);
+        if (payloadGot == h.bytes) {
+          inPayload = false;
+          frameDone();
+        }
+      }
+    }
+    return got;
+  }
+  virtual void header() = 0;
+  virtual void payloadByte(char b) = 0;
+  virtual void frameDone() = 0;
+
+  DataHeader h{};
+  size_t hdrGot = 0;
+  uint64_t payloadGot = 0;
+  bool inPayload = false, ended = false, eof = false;
+};
+
+// Plays rank 1 against rank 0's send side (started with acceptSender): writes the credit stream,
+// each credit once rank 1 has read whole the steps the plan says it needs (stepsRead()), while
+// gpu(head) lets the simulated GPU write what the credits allow (whether it wrote anything); then
+// ends the stream (or destroys the proxy with the connection open), reads to the end, and checks
+// the failures and the head. The caller checks the rest once this returns (the proxy is gone).
+template <typename Gpu, typename StepsRead>
+void driveSendSide(uint8_t flags, bool tight, const std::vector<char>& stream, const SendPlan& plan, Rank& rank,
+                   int fd, const volatile uint64_t* gpuHead, DataFrameReader& reader, Gpu gpu, StepsRead stepsRead) {
+  const bool loose = flags & (kDestroyOpen | kAbortHalfway | kUngated);
+  uint64_t headSeen = 0;
+  size_t ready = 0;  // credits whose steps rank 1 has read
+  auto tick = [&](bool starving) {
+    const uint64_t head = loadAcq(gpuHead);
+    require(head >= headSeen && head <= plan.head, "the head only grows, and only to accepted credits");
+    headSeen = head;
+    const bool wrote = gpu(head);
+    if (wrote) rank.proxy->wake();  // as a launch does
+    // With a tight buffer rank 1 reads only when it must, so that the proxy's frames back up.
+    return ((!tight || starving) && reader.pump(fd, false)) || wrote;
+  };
+  writeStream(fd, stream, kPieces[flags >> 5 & 3], flags & kUngated ? 0 : plan.stop, rank, flags & kAbortHalfway, tick,
+              [&](size_t) {
+                while (ready < plan.need.size() && plan.need[ready] <= stepsRead()) ++ready;
+                const bool open = (flags & kUngated) || ready == plan.need.size();
+                return open ? stream.size() : ready * sizeof(Credit);
+              });
+  if (!(flags & kDestroyOpen) && !rank.abort) {
+    ::shutdown(fd, SHUT_WR);
+    require(within(kHang, [&] { return rank.failures.load() > 0 || (plan.bye && loadAcq(gpuHead) == plan.head); }),
+            "the proxy takes a bye after the credits before it, or fails a cut or bad stream promptly");
+  }
+  // Destroyed on another thread while rank 1 keeps reading: an orderly destroy first sends what
+  // the GPU published, which may need rank 1 to make room.
+  std::thread destroyer([&] { rank.proxy.reset(); });
+  const auto closing = Clock::now() + kHang;
+  while (!reader.eof) {  // the proxy drained or gave up, then closed its end
+    if (!reader.pump(fd, rank.failures.load() == 0)) nap(fd, false);
+    require(Clock::now() < closing, "a destroyed proxy closes its connections");
+  }
+  destroyer.join();
+  rank.requireFailures(loose || plan.bye ? 0 : 1);
+  if (plan.bye && !loose) require(rank.failures.load() == 0, "a bye is taken quietly");
+  if (!loose) require(*gpuHead == plan.head, "every accepted credit reaches the GPU");
+}
+
 // Rank 1's send proxy reading the credits of rank 0's receive side: each counts only steps the GPU
 // consumed (gpuHead) and grows; a bye comes only from an orderly destroy (byeAllowed), a fail frame
 // names a rank of this pair, and nothing follows either. Returns whether anything came.

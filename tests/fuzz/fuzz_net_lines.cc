@@ -1,20 +1,30 @@
-// Fuzz target netProxyLines: a live NetProxy receiving on a connection with LL, fed by a peer over
-// loopback (the harness: fuzz_net_harness.h). The stream mixes Simple steps with LL lines frames,
-// a step's lines in one or two frames, in any order. What the proxy must do, predicted with the
-// wire checks: land every accepted frame's lines, whole, at their offset in their step's LL slot
-// (and Simple steps in theirs, with the tail), never a line of a frame that was cut or refused,
-// nothing anywhere else; then take a bye quietly or fail once, as the peer's error.
+// Fuzz target netProxyLines: a live NetProxy on a connection with LL, fed by a peer over loopback
+// (the harness: fuzz_net_harness.h), on either side.
 //
-// The GPU consumes a step once it is whole, as the kernel does: a Simple step once the tail passed
-// it, an LL step once its slot holds the lines the well-behaved sender writes for it, each with the
-// step's flag. When the consumed count moves, the harness lets the proxy finish every frame before
-// first (its counters say when), so that each frame meets the window the prediction assumed.
+// Receive side: the stream mixes Simple steps with LL lines frames, a step's lines in one or two
+// frames, in any order. What the proxy must do, predicted with the wire checks: land every accepted
+// frame's lines, whole, at their offset in their step's LL slot (and Simple steps in theirs, with
+// the tail), never a line of a frame that was cut or refused, nothing anywhere else; then take a
+// bye quietly or fail once, as the peer's error. The GPU consumes a step once it is whole, as the
+// kernel does: a Simple step once the tail passed it, an LL step once its slot holds the lines the
+// well-behaved sender writes for it, each with the step's flag. When the consumed count moves, the
+// harness lets the proxy finish every frame before first (its counters say when), so that each
+// frame meets the window the prediction assumed.
 //
-// Input: a flags byte (fuzz_net_harness.h's kXorFrames, kStallGpu, kDestroyOpen, kAbortHalfway and
-// piece sizes), a sizes byte, a prefix byte, then the stream's bytes: each frame XORed onto the next
-// one of a well-behaved sender (its lines XORed onto the lines that sender writes), or taken as
-// they are after `prefix` valid steps.
+// Send side: the GPU writes Simple steps and LL steps, the lines in a shuffled order and a few at a
+// time; the input is rank 1's credits. The proxy must send each Simple step once, in order, and
+// every line the GPU wrote once, in runs from line 0 of its step, and keep to the credits as
+// netProxyStream's send side does; an orderly destroy sends every line written before its bye.
+//
+// Input: a flags byte (fuzz_net_harness.h's kSendSide, kXorFrames, kStallGpu, kDestroyOpen,
+// kAbortHalfway, kUngated and piece sizes), a sizes byte, a third byte, then the stream's bytes.
+// Receive side: each frame XORed onto the next one of a well-behaved sender (its lines XORed onto
+// the lines that sender writes), or taken as they are after `third` valid steps. Send side: the
+// credits as netProxyStream takes them; `third` says how the GPU writes its lines.
 #include <sys/socket.h>
+
+#include <algorithm>
+#include <random>
 
 #include "fuzz_net_harness.h"
 
@@ -24,7 +34,10 @@ namespace {
 
 constexpr uint64_t kLine = dev::kLLLineBytes;
 // The sizes byte: bits 0-1 the LL step size (256 << 2n bytes), bit 2 the Simple one (64 or 1024
-// bytes), bits 3-5 how many whole steps the GPU lags behind before it consumes.
+// bytes); receive side: bits 3-5 how many whole steps the GPU lags behind before it consumes; send
+// side: bit 3 a small socket buffer on rank 1 that it reads lazily, bits 4-7 a third of the steps
+// the GPU sends. The third byte on the send side: bits 0-2 lines written per tick - 1, bit 3 whole
+// steps at once, bits 4-7 the seed of the lines' order.
 uint64_t llStepSize(uint8_t sizes) { return (uint64_t)dev::kLLMinStepBytes << 2 * (sizes & 3); }
 uint64_t simpleStepSize(uint8_t sizes) { return sizes & 4 ? 1024 : 64; }
 uint64_t lagOf(uint8_t sizes) { return sizes >> 3 & 7; }
@@ -296,13 +309,156 @@ void recvLines(uint8_t flags, uint8_t sizes, int prefix, Cursor body) {
   }
 }
 
+// ---- Send side: the input is the credit stream from rank 1 (fuzz_net_harness.h's SendPlan).
+
+// Rank 0's sending GPU: Simple steps (payload, tagged size word, tail) and LL steps (each line of
+// the step, in a shuffled order, as two 8-byte {data, flag} stores, `perTick` lines at a time, so
+// that the proxy finds a step's lines in part and out of order).
+struct LinesSendMem {
+  LinesSendMem(uint64_t simple, uint64_t ll, uint64_t lines, uint32_t seed)
+      : stepBytes(simple), llStepBytes(ll), perTick(lines), rng(seed), slots(kSteps * simple), llSlots(kSteps * ll, 0) {}
+
+  // Writes more of step `published` if the credits allow it; whether it wrote anything.
+  bool write(uint64_t total) {
+    const uint64_t s = published;
+    if (s >= total || s >= loadAcq(&head) + kSteps) return false;
+    if (isSimpleStep(s)) {
+      const uint64_t n = simpleBytes(s, stepBytes);
+      for (uint64_t i = 0; i < n; ++i) slots[s % kSteps * stepBytes + i] = patternByte(s, i);
+      __atomic_store_n(&sizes[s % kSteps], dev::stepSizeWord(s, n), __ATOMIC_RELAXED);
+      storeRel(&tail, ++published);
+      return true;
+    }
+    if (order.empty()) {
+      order.resize(llLines(s, llStepBytes));
+      for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), rng);
+      written.assign(order.size(), false);
+      next = 0;
+    }
+    for (uint64_t k = 0; k < perTick && next < order.size(); ++k, ++next) {
+      uint64_t words[2];
+      char line[kLine];
+      goodLine(s, order[next], line);
+      memcpy(words, line, sizeof(words));
+      uint64_t* at = reinterpret_cast<uint64_t*>(llSlots.data() + s % kSteps * llStepBytes + order[next] * kLine);
+      const int first = (int)(rng() & 1);  // either half first
+      __atomic_store_n(at + first, words[first], __ATOMIC_RELEASE);
+      __atomic_store_n(at + 1 - first, words[1 - first], __ATOMIC_RELEASE);
+      written[order[next]] = true;
+    }
+    if (next == order.size()) {
+      order.clear();
+      ++published;
+    }
+    return true;
+  }
+  // Lines of step `published` (being written) from line 0 up to the first not yet written.
+  uint64_t writtenPrefix() const {
+    uint64_t n = 0;
+    while (!order.empty() && n < written.size() && written[n]) ++n;
+    return n;
+  }
+
+  uint64_t stepBytes, llStepBytes, perTick;
+  std::mt19937 rng;
+  std::vector<char> slots, llSlots;
+  uint64_t tail = 0, sizes[kSteps] = {}, head = 0;
+  uint64_t published = 0;  // steps wholly written
+  std::vector<uint64_t> order;
+  std::vector<bool> written;
+  uint64_t next = 0;
+};
+
+// Rank 1's receive proxy reading rank 0's frames: Simple steps in order, each the next the GPU
+// published, with its bytes; LL lines of a step the GPU wrote or is writing, each run starting
+// where the last one of its step ended (a step's lines are a prefix of its slot, sent once each),
+// every line the one the GPU wrote.
+struct LinesReader : DataFrameReader {
+  explicit LinesReader(const LinesSendMem& m) : mem(m) {}
+  void header() override {
+    require(h.channel == 0 && (h.magic == kDataMagic || h.magic == kLinesMagic), "a frame is well formed");
+    if (isLines(h)) {
+      const uint64_t taken = h.step < linesRead.size() ? linesRead[h.step] : 0;
+      require(!isSimpleStep(h.step) && h.step <= mem.published, "lines come from an LL step the GPU wrote");
+      require(h.offset == taken * kLine && h.bytes > 0 && h.bytes % kLine == 0 &&
+                  taken + h.bytes / kLine <= llLines(h.step, mem.llStepBytes),
+              "a step's lines come in runs, each where the last ended, none past the step's end");
+      return;
+    }
+    require(h.step == nextSimple && h.step < mem.published && h.offset == 0 &&
+                h.bytes == simpleBytes(h.step, mem.stepBytes),
+            "each Simple frame is the next Simple step the GPU published, with its size");
+  }
+  void payloadByte(char b) override {
+    if (!isLines(h)) return require(b == patternByte(h.step, payloadGot), "a Simple frame carries its step's bytes");
+    if (payloadGot % kLine == 0) goodLine(h.step, h.offset / kLine + payloadGot / kLine, line);
+    require(b == line[payloadGot % kLine] || !linesChecked, "an LL frame carries the lines the GPU wrote");
+  }
+  void frameDone() override {
+    if (isLines(h)) {
+      if (linesRead.size() <= h.step) linesRead.resize(h.step + 1, 0);
+      linesRead[h.step] += h.bytes / kLine;
+    } else {
+      do ++nextSimple; while (!isSimpleStep(nextSimple));
+    }
+    auto whole = [&](uint64_t s) {
+      if (isSimpleStep(s)) return s < nextSimple;
+      return s < linesRead.size() && linesRead[s] == llLines(s, mem.llStepBytes);
+    };
+    while (whole(done)) ++done;
+  }
+
+  const LinesSendMem& mem;
+  // Credits that pass a step before all its lines arrived (kUngated: a lying peer) free its slot
+  // for the GPU's next step there while the proxy may still send lines from it: their bytes are
+  // then the newer step's, which the real receiver refuses by their flags.
+  bool linesChecked = true;
+  char line[kLine] = {};
+  uint64_t nextSimple = 3;          // the first Simple step (isSimpleStep)
+  std::vector<uint64_t> linesRead;  // per LL step
+  uint64_t done = 0;                // steps [0, done) read whole
+};
+
+void sendLines(uint8_t flags, uint8_t sizes, uint8_t writing, Cursor body) {
+  const bool tight = sizes & 8;
+  const uint64_t stepBytes = simpleStepSize(sizes), llStepBytes = llStepSize(sizes), total = (sizes >> 4) * 3;
+  const std::vector<char> stream = sendStream(body, flags & kXorFrames, total);
+  const SendPlan plan = planSend(stream, total);
+  // Lines per tick: 1 to 8, or a whole step at once.
+  LinesSendMem mem(stepBytes, llStepBytes, writing & 8 ? UINT64_MAX : 1 + (writing & 7), writing >> 4);
+  Rank rank;
+  NetSendSide side;
+  side.channel = 0;
+  side.peer = 1;
+  side.gpuTail = &mem.tail;
+  side.stepSizes = mem.sizes;
+  side.slots = mem.slots.data();
+  side.head = &mem.head;
+  side.stepBytes = stepBytes;
+  side.llSlots = mem.llSlots.data();
+  side.llStepBytes = llStepBytes;
+  bootstrap::Fd fd = acceptSender(rank, side, tight);
+
+  LinesReader reader(mem);
+  reader.linesChecked = !(flags & kUngated);
+  driveSendSide(flags, tight, stream, plan, rank, fd.get(), &mem.head, reader,
+                [&](uint64_t) { return mem.write(total); }, [&] { return reader.done; });
+  if ((flags & kDestroyOpen) && !rank.abort && rank.failures.load() == 0) {
+    const uint64_t partial = mem.published < reader.linesRead.size() ? reader.linesRead[mem.published] : 0;
+    require(reader.done == mem.published && partial == mem.writtenPrefix(),
+            "an orderly destroy first sends every step and every line the GPU wrote");
+  }
+}
+
 }  // namespace
 }  // namespace net
 
 void netProxyLines(const uint8_t* data, size_t size) {
   Cursor in{data, size};
-  const uint8_t flags = in.take<uint8_t>(), sizes = in.take<uint8_t>(), prefix = in.take<uint8_t>();
-  net::recvLines(flags, sizes, prefix % (2 * net::kSteps + 4), in);
+  const uint8_t flags = in.take<uint8_t>(), sizes = in.take<uint8_t>(), third = in.take<uint8_t>();
+  if (flags & net::kSendSide) net::sendLines(flags, sizes, third, in);
+  else net::recvLines(flags, sizes, third % (2 * net::kSteps + 4), in);
   net::checkNoLeaks();
 }
 

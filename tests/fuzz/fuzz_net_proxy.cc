@@ -206,129 +206,28 @@ struct SendMem {
   uint64_t published = 0;
 };
 
-// How the proxy must read a credit stream: the frames rank 1 must have read before credit i goes
-// out (then the proxy has sent them, so the credit's fate is fixed), the last credit it accepts,
-// its last byte read. Before the last credit (a bye, or one to refuse) rank 1 reads every frame
-// the window allows, so that nothing is on its way and "past the steps sent" is tested at its edge.
-struct SendPlan {
-  std::vector<uint64_t> need;
-  uint64_t head = 0;
-  size_t stop = 0;
-  bool bye = false;
-};
-
-// The proxy cannot have sent more than `total` steps, nor more than the credits' window allows.
-bool creditAccepted(const Credit& c, uint64_t head, uint64_t total) {
-  std::string why;
-  return checkCredit(c, 0, head, std::min(total, head + kSteps), "fuzz", &why) == ncclSuccess;
-}
-
-SendPlan planSend(const std::vector<char>& s, uint64_t total) {
-  SendPlan p;
-  for (size_t at = 0;; at += sizeof(Credit)) {
-    p.stop = s.size();
-    if (s.size() - at < sizeof(Credit)) return p;  // the end: mid-credit or between credits
-    Credit c;
-    memcpy(&c, s.data() + at, sizeof(c));
-    if (!creditAccepted(c, p.head, total) || isBye(c) || isFail(c)) {  // a fail frame fails it
-      p.stop = at + sizeof(c);
-      p.bye = isBye(c) && creditAccepted(c, p.head, total);
-      p.need.push_back(std::min(total, p.head + kSteps));
-      return p;
-    }
-    p.need.push_back(c.head);
-    p.head = c.head;
-  }
-}
-
-// The input as it is, or each 16 bytes XORed onto the next credit of a receiver that consumes one
-// step at a time: zeros take all `total` steps, then claim one more (refused at the edge).
-std::vector<char> sendStream(Cursor in, bool xorFrames, uint64_t total) {
-  if (!xorFrames) return std::vector<char>(in.at, in.at + in.left);
-  std::vector<char> s;
-  uint64_t head = 0;
-  while (in.left > 0) {
-    const Credit c = in.over(makeCredit(0, head + 1), true);
-    const size_t n = std::min(in.left, sizeof(c));
-    s.insert(s.end(), reinterpret_cast<const char*>(&c), reinterpret_cast<const char*>(&c) + n);
-    in.at += n;
-    in.left -= n;
-    if (n == sizeof(c) && creditAccepted(c, head, total) && !isBye(c) && !isFail(c)) head = c.head;
-  }
-  return s;
-}
-
 // Rank 1's receive proxy reading rank 0's data frames: each must be the next step the GPU
-// published, header and bytes; a bye only from an orderly destroy, and last.
-struct FrameReader {
-  bool pump(int fd, const SendMem& mem, bool byeAllowed) {
-    bool got = false;
-    char buf[4096];
-    while (!eof) {
-      const ssize_t n = bootstrap::recvSome(fd, buf, sizeof(buf));
-      if (n == -EAGAIN) break;
-      if (n <= 0) {
-        eof = true;
-        break;
-      }
-      got = true;
-      for (size_t i = 0; i < (size_t)n;) {
-        require(!bye, "nothing follows a bye");
-        if (!inPayload) {
-          const size_t k = std::min(sizeof(h) - hdrGot, (size_t)n - i);
-          memcpy(reinterpret_cast<char*>(&h) + hdrGot, buf + i, k);
-          i += k;
-          hdrGot += k;
-          if (hdrGot < sizeof(h)) continue;
-          hdrGot = 0;
-          if (isBye(h)) {
-            require(byeAllowed && h.channel == 0, "a bye only from an orderly destroy");
-            bye = true;
-            continue;
-          }
-          if (isFail(h)) {  // the proxy failed (its onFailure may come just after)
-            require(h.channel == 0 && h.step <= 1, "a fail frame names a rank of this pair");
-            bye = true;  // nothing follows it either
-            continue;
-          }
-          const DataHeader want = makeDataHeader(0, frames, stepSize(frames, mem.stepBytes));
-          require(frames < mem.published && memcmp(&h, &want, sizeof(h)) == 0,
-                  "each frame is the next step the GPU published, with its size");
-          inPayload = true;
-          payloadGot = 0;
-        }
-        for (; i < (size_t)n && payloadGot < h.bytes; ++i, ++payloadGot) {
-          require(buf[i] == patternByte(frames, payloadGot), "a frame carries its step's bytes");
-        }
-        if (payloadGot == h.bytes) {
-          inPayload = false;
-          ++frames;
-        }
-      }
-    }
-    return got;
+// published, header and bytes.
+struct FrameReader : DataFrameReader {
+  explicit FrameReader(const SendMem& m) : mem(m) {}
+  void header() override {
+    const DataHeader want = makeDataHeader(0, frames, stepSize(frames, mem.stepBytes));
+    require(frames < mem.published && memcmp(&h, &want, sizeof(h)) == 0,
+            "each frame is the next step the GPU published, with its size");
   }
-  DataHeader h{};
-  size_t hdrGot = 0;
-  uint64_t payloadGot = 0;
-  bool inPayload = false, bye = false, eof = false;
+  void payloadByte(char b) override {
+    require(b == patternByte(frames, payloadGot), "a frame carries its step's bytes");
+  }
+  void frameDone() override { ++frames; }
+  const SendMem& mem;
   uint64_t frames = 0;
 };
 
 void sendSide(uint8_t flags, uint64_t stepBytes, bool tight, uint64_t total, Cursor body) {
-  const bool loose = flags & (kDestroyOpen | kAbortHalfway | kUngated);
   const std::vector<char> stream = sendStream(body, flags & kXorFrames, total);
   const SendPlan plan = planSend(stream, total);
   SendMem mem(stepBytes);  // before the rank: outlives the proxy
   Rank rank;
-  bootstrap::Fd listener;  // rank 1's proxy listener
-  bootstrap::SocketAddress bound;
-  require(bootstrap::listenOn(bootstrap::SocketAddress::loopback(AF_INET), &listener, &bound) == ncclSuccess,
-          "rank 1 listens");
-  // Less than a window of 4 KiB steps, so that the proxy's frames back up behind a slow reader; any
-  // smaller and loopback TCP crawls on zero-window probes. Accepted sockets inherit it.
-  const int small = 4096;
-  if (tight) (void)setsockopt(listener.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
   NetSendSide side;
   side.channel = 0;
   side.peer = 1;
@@ -337,67 +236,19 @@ void sendSide(uint8_t flags, uint64_t stepBytes, bool tight, uint64_t total, Cur
   side.slots = mem.slots.data();
   side.head = &mem.head;
   side.stepBytes = stepBytes;
-  const std::vector<ListenerDesc> peers = {rank.proxy->desc(), makeListenerDesc(kJob, 1, bound)};
-  Status started = ncclInternalError;
-  std::thread starter([&] { started = rank.proxy->start({side}, {}, peers); });  // waits for the echo
-  bootstrap::Fd fd;
-  bootstrap::SocketAddress from;
-  const auto end = Clock::now() + kHang;
-  while (bootstrap::acceptOne(listener.get(), &fd, &from) != 0) {
-    require(Clock::now() < end, "the proxy connects to its peer");
-    nap(listener.get(), false);
-  }
-  Hello hello;
-  const Hello want = makeHello(kJob, 0, 1, 0, stepBytes);
-  int err = 0;
-  const util::Deadline deadline = util::Deadline::afterSeconds(3);
-  require(bootstrap::recvAll(fd.get(), &hello, sizeof(hello), deadline, nullptr, &err) == bootstrap::Io::kOk &&
-              memcmp(&hello, &want, sizeof(hello)) == 0, "the proxy says the expected hello");
-  require(bootstrap::sendAll(fd.get(), &hello, sizeof(hello), deadline, nullptr, &err) == bootstrap::Io::kOk,
-          "the echo goes out");
-  starter.join();
-  require(started == ncclSuccess, "start() takes the echo");
+  bootstrap::Fd fd = acceptSender(rank, side, tight);
 
-  FrameReader reader;
-  uint64_t headSeen = 0;
-  size_t ready = 0;  // credits whose frames rank 1 has read
-  auto tick = [&](bool starving) {
-    const uint64_t head = loadAcq(&mem.head);
-    require(head >= headSeen && head <= plan.head, "the head only grows, and only to accepted credits");
-    headSeen = head;
-    bool moved = false;
-    while (mem.published < total && mem.published < head + kSteps) {
-      mem.publish();
-      rank.proxy->wake();  // as a launch does
-      moved = true;
-    }
-    // With a tight buffer rank 1 reads only when it must, so that the proxy's frames back up.
-    return ((!tight || starving) && reader.pump(fd.get(), mem, false)) || moved;
-  };
-  writeStream(fd.get(), stream, kPieces[flags >> 5 & 3], flags & kUngated ? 0 : plan.stop, rank,
-              flags & kAbortHalfway, tick,
-              [&](size_t) {
-                while (ready < plan.need.size() && plan.need[ready] <= reader.frames) ++ready;
-                const bool open = (flags & kUngated) || ready == plan.need.size();
-                return open ? stream.size() : ready * sizeof(Credit);
-              });
-  if (!(flags & kDestroyOpen) && !rank.abort) {
-    ::shutdown(fd.get(), SHUT_WR);
-    require(within(kHang, [&] { return rank.failures.load() > 0 || (plan.bye && loadAcq(&mem.head) == plan.head); }),
-            "the proxy takes a bye after the credits before it, or fails a cut or bad stream promptly");
-  }
-  // Destroyed on another thread while rank 1 keeps reading: an orderly destroy first drains the
-  // published steps, which may need rank 1 to make room.
-  std::thread destroyer([&] { rank.proxy.reset(); });
-  const auto closing = Clock::now() + kHang;
-  while (!reader.eof) {  // the proxy drained or gave up, then closed its end
-    if (!reader.pump(fd.get(), mem, rank.failures.load() == 0)) nap(fd.get(), false);
-    require(Clock::now() < closing, "a destroyed proxy closes its connections");
-  }
-  destroyer.join();
-  rank.requireFailures(loose || plan.bye ? 0 : 1);
-  if (plan.bye && !loose) require(rank.failures.load() == 0, "a bye is taken quietly");
-  if (!loose) require(mem.head == plan.head, "every accepted credit reaches the GPU");
+  FrameReader reader(mem);
+  driveSendSide(flags, tight, stream, plan, rank, fd.get(), &mem.head, reader,
+                [&](uint64_t head) {
+                  bool moved = false;
+                  while (mem.published < total && mem.published < head + kSteps) {
+                    mem.publish();
+                    moved = true;
+                  }
+                  return moved;
+                },
+                [&] { return reader.frames; });
   if ((flags & kDestroyOpen) && !rank.abort && rank.failures.load() == 0) {
     require(reader.frames == mem.published, "an orderly destroy first sends every published step");
   }

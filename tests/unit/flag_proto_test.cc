@@ -4,12 +4,15 @@
 // carry all three protocols' buffers as the P2P transport lays them out. Checks exact results for
 // every collective, all 12 types and all reductions, odd counts, unaligned buffers, several items
 // per block and several launches (step persistence), tiny steps that wrap the slot ring many
-// times, LL's 32-bit flag wrap and slot wipe, protocols alternating on one connection, and abort.
+// times, LL's 32-bit flag wrap and slot wipe, protocols alternating on one connection (also through
+// network proxies), and abort.
 #define WEFT_ARCH_HOST_EMULATION 1
 #include "emu_dispatch.h"
+#include "emu_net_links.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -314,6 +317,33 @@ TEST(FlagProtoEmu, ProtocolsAlternateOnOneConnection) {
       for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << "protocol " << p;
       ASSERT_EQ(comm.checkLinks(false), "") << "protocol " << p;
     }
+}
+
+// The same through network proxies (emu_net_links.h), Simple and LL (LL128 does not cross hosts):
+// the send proxy tells the Simple steps below the tail by their tagged size words and finds the LL
+// steps' lines by their flags; the receive proxy lands both where the kernel looks for them.
+TEST(FlagProtoEmu, SimpleAndLLAlternateThroughNetworkProxies) {
+  std::mt19937 rng(7);
+  EmuComm comm(3, 2);
+  std::atomic<int> failures{0};
+  ProxiedLinks links(comm, [&](int) { failures++; });
+  for (int round = 0; round < 2; round++)
+    for (int p : {kProtoLL, kProtoSimple, kProtoLL, kProtoLL, kProtoSimple}) {
+      std::vector<Coll> colls;
+      colls.push_back(coll(kFuncAllReduce, kFloat32, kRedSum, 2001 + round));
+      colls.push_back(coll(kFuncReduceScatter, kInt32, kRedMax, 777));
+      colls.push_back(coll(kFuncAllGather, kUint8, kRedSum, 1001, 0, true));
+      colls.push_back(coll(kFuncBroadcast, kFloat16, kRedSum, 999, 2, false, 6));
+      Works works(3, std::vector<std::vector<DevWork>>(2));
+      for (auto& k : colls) addColl(comm, k, works, rng);
+      const bool ok = p == kProtoLL ? comm.launch<LLProto>(works, 60) : comm.launch<SimpleProto>(works, 60);
+      ASSERT_TRUE(ok) << "protocol " << p << " round " << round;
+      for (auto& k : colls) ASSERT_EQ(checkColl(comm, k), "") << "protocol " << p;
+      ASSERT_TRUE(links.settle(false)) << comm.checkLinks(false);
+    }
+  EXPECT_GT(links.stepsReceived(), 0u);
+  EXPECT_GT(links.linesReceived(), 0u);
+  EXPECT_EQ(failures.load(), 0);
 }
 
 // A rank waits for a peer that never sends; the abort flag must end every thread's wait.

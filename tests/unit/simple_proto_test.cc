@@ -9,8 +9,8 @@
 #include "device/coll/run_special.cuh"
 #include "device/kernel_body.cuh"
 #include "emu_launch.h"
+#include "emu_net_links.h"
 #include "enqueue/planner.h"
-#include "proxy/net_proxy.h"
 
 #include <gtest/gtest.h>
 
@@ -330,82 +330,12 @@ TEST(SimpleProtoEmu, AbortEndsAWaitForASilentPeer) {
   EXPECT_FALSE(comm.launch(works, 0.1));  // and every block left after the abort
 }
 
-// Every link of an emulated communicator rerouted through network proxies over loopback TCP, as
-// between hosts (transport/net/net_connections.h): the sender's kernel writes its slots and tail
-// into image memory of its own and finds its credits and step sizes in its head line; the
-// receiver's proxy fills its slots and tail, and its kernel's head goes to an image line.
-class ProxiedLinks {
- public:
-  ProxiedLinks(EmuComm& comm, std::function<void(int rank)> onFailure) : comm_(comm), proxies_(comm.nRanks()) {
-    const int n = comm.nRanks();
-    std::vector<proxy::ListenerDesc> descs(n);
-    for (int r = 0; r < n; r++) {
-      proxy::NetProxyConfig cfg;
-      cfg.jobKey = 0x5eedf00d;
-      cfg.rank = r;
-      cfg.nRanks = n;
-      for (int p = 0; p < n; p++) cfg.peerNames.push_back("emulated rank " + std::to_string(p));
-      cfg.abortRequested = &abort_;
-      cfg.onFailure = [onFailure, r](ncclResult_t) { onFailure(r); };
-      cfg.setupTimeoutSec = 20;
-      EXPECT_EQ(proxy::NetProxy::listen(cfg, bootstrap::SocketAddress::loopback(AF_INET), &proxies_[r]), ncclSuccess);
-      descs[r] = proxies_[r]->desc();
-    }
-    std::vector<std::vector<proxy::NetSendSide>> sends(n);
-    std::vector<std::vector<proxy::NetRecvSide>> recvs(n);
-    for (int c = 0; c < comm.nChannels(); c++)
-      for (int s = 0; s < n; s++)
-        for (int r = 0; r < n; r++) {
-          if (s == r) continue;
-          slots_.emplace_back(size_t(kSteps) * kStep);
-          lines_.emplace_back(3 * kCounterLineWords);  // sender's image tail, its head line, receiver's image head
-          uint64_t* line = lines_.back().data();
-          ConnInfo& snd = comm.devPeer(s, c, r).send;
-          ConnInfo& rcv = comm.devPeer(r, c, s).recv;
-          snd.buffs[kProtoSimple] = slots_.back().get();
-          snd.tail = line;
-          snd.head = line + kCounterLineWords;
-          rcv.head = line + 2 * kCounterLineWords;
-          sends[s].push_back({c, r, snd.tail, snd.head + kStepSizeWord, snd.buffs[kProtoSimple], snd.head, kStep});
-          recvs[r].push_back({c, s, rcv.buffs[kProtoSimple], rcv.tail, rcv.head, kStep});
-        }
-    std::vector<std::thread> starts;
-    std::vector<Status> started(n, ncclInternalError);
-    for (int r = 0; r < n; r++)
-      starts.emplace_back([&, r] { started[r] = proxies_[r]->start(sends[r], recvs[r], descs); });
-    for (auto& t : starts) t.join();
-    for (int r = 0; r < n; r++) EXPECT_EQ(started[r], ncclSuccess) << "rank " << r;
-  }
-  ~ProxiedLinks() { abort_.store(true); }
-
-  // Credits travel after the kernels end: wait until every sender has them all (up to 10 s).
-  bool settle() {
-    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10); comm_.checkLinks() != "";) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-  }
-  uint64_t stepsReceived() const {
-    uint64_t t = 0;
-    for (const auto& p : proxies_) t += p->stepsReceived();
-    return t;
-  }
-
- private:
-  EmuComm& comm_;
-  std::atomic<bool> abort_{false};
-  std::vector<std::unique_ptr<proxy::NetProxy>> proxies_;
-  std::vector<AlignedBytes> slots_;
-  std::vector<std::vector<uint64_t>> lines_;
-};
-
 TEST(SimpleProtoEmu, RingCollectivesThroughNetworkProxies) {
   std::mt19937 rng(12);
   const int n = 3;
   EmuComm comm(n, 2);
   std::atomic<int> failures{0};
-  ProxiedLinks links(comm, [&](int) { failures++; });
+  emutest::ProxiedLinks links(comm, [&](int) { failures++; });
   for (int launch = 0; launch < 2; launch++) {
     // Sizes that leave partial last steps, and a single element (an 4-byte step).
     std::vector<Coll> colls = {{kFuncAllReduce, 9001},     {kFuncAllGather, 3001, 0, true},
