@@ -108,20 +108,20 @@ std::vector<char> linesStream(Cursor in, bool xorFrames, int prefix, uint64_t st
 
 // One frame the proxy reads, as predicted.
 struct Frame {
-  size_t header;      // where its header starts in the stream
+  size_t header;  // where its header starts in the stream
   DataHeader h;
-  uint64_t headBefore;  // the GPU's consumed count when the proxy reads the header
+  uint64_t headBefore;                // the GPU's consumed count when the proxy reads the header
   uint64_t linesBefore, stepsBefore;  // the proxy's counters once every frame before is done
-  bool accepted;      // header, payload (whole) and lines all pass: it lands
+  bool accepted;                      // header, payload (whole) and lines all pass: it lands
 };
 
 struct LinesPlan {
   std::vector<Frame> frames;  // the last may be refused or cut
   size_t stop = 0;            // the proxy's last byte read
   bool bye = false;
-  bool cutSimple = false;     // the last frame is a Simple step cut in its payload (lands in part)
-  uint64_t tail = 0;          // what the proxy publishes in the end
-  uint64_t lines = 0, steps = 0;
+  bool cutSimple = false;  // the last frame is a Simple step cut in its payload (lands in part)
+  uint64_t tail = 0;       // what the proxy publishes in the end
+  uint64_t lines = 0, steps = 0;  // lines and Simple steps landed in the end
 };
 
 // Which step's lines a slot's lines hold, as the GPU would judge them (0: none since consumed).
