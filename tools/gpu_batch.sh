@@ -401,8 +401,8 @@ stage_multi() {
   SWG=$((NG - 1)) sw odd "X=1" -m threads,procs
 }
 # More ranks than GPUs (NCCL_WEFT_ALLOW_GPU_SHARING=1, test-only): 4 ranks on one or two GPUs
-# exercise what two ranks never do: pairs that are no ring neighbours, whose Simple-only
-# point-to-point connections are made on first use (NCCL_RUNTIME_CONNECT=1) or at creation (=0).
+# exercise what two ranks never do: pairs that are no ring neighbours, whose point-to-point-only
+# connections are made on first use (NCCL_RUNTIME_CONNECT=1) or at creation (=0).
 # firstuse: the extras run first on new communicators, so a captured all-to-all makes them.
 # threads4: ranks sharing a GPU inside one process, so one CUDA context. They hung at their first
 # collectives until weft (and the sweep) loaded their kernels and raised the stack limit before the
@@ -413,11 +413,12 @@ stage_shared() {
   local p2p=AlltoAll,Gather,Scatter,SendRecvRing,SendRecvMany,SendRecvSelf sh=NCCL_WEFT_ALLOW_GPU_SHARING=1
   SWG=4 sw shared4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs
   SWG=4 sw threads4 "$sh" -m threads --no-extras
-  grep -hoE "rank 0: (connection memory.*|made the Simple-only.*|mapped the Simple-only.*)" $L/sw-shared4.log | sort | uniq -c | head -8
+  grep -hoE "rank 0: (connection memory.*|made the point-to-point.*|mapped the point-to-point.*)" $L/sw-shared4.log |
+    sort | uniq -c | head -8
   SWG=4 sw eager4 "$sh NCCL_RUNTIME_CONNECT=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" -m procs --colls $p2p
-  grep -hoE "rank 0: (connection memory.*|made the Simple-only.*)" $L/sw-eager4.log | sort | uniq -c | head -4
+  grep -hoE "rank 0: (connection memory.*|made the point-to-point.*)" $L/sw-eager4.log | sort | uniq -c | head -4
   SWG=4 sw firstuse4 "$sh NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P" -m procs --no-selftest --no-sweep
-  grep -hE "CUDA graph|made the Simple-only" $L/sw-firstuse4.log | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -8
+  grep -hE "CUDA graph|made the point-to-point" $L/sw-firstuse4.log | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -8
 }
 # The SHM transport (connection memory in /dev/shm, mapped for the GPUs). One GPU: NCCL_WEFT_SHM=2
 # puts every peer on it (ranks share the GPU); 2+ GPUs: NCCL_P2P_DISABLE=1 makes the topology ask

@@ -40,7 +40,7 @@ const param::IntParam kMinChannels{"NCCL_MIN_NCHANNELS", -2};
 const param::IntParam kMaxChannels{"NCCL_MAX_NCHANNELS", -2};
 const param::IntParam kDefaultChannels{"NCCL_WEFT_NCHANNELS", 16};
 const param::IntParam kP2pChannels{"NCCL_WEFT_P2P_NCHANNELS", 4};
-// Channels with Simple-only connections between every pair of ranks (-1: simpleP2pChannelsFor).
+// Channels with point-to-point-only connections between every pair of ranks (-1: p2pOnlyChannelsFor).
 const param::IntParam kSimpleP2pChannels{"NCCL_WEFT_P2P_SIMPLE_NCHANNELS", -1};
 // Channels one peer's point-to-point traffic is spread over at most (0: every channel connecting
 // the pair). 2xH200, 32 channels, 1 GiB: sendrecv 277/313/297 GB/s and alltoall 264/329/313 on
@@ -51,7 +51,11 @@ const param::IntParam kP2pMaxChannels{"NCCL_WEFT_P2P_MAX_CHANNELS", 24};
 const param::IntParam kP2pChannelBytes{"NCCL_WEFT_P2P_CHANNEL_BYTES", 128 << 10};
 // NCCL's name and default: point-to-point transfers of at most this many bytes run on LL.
 const param::IntParam kP2pLLThreshold{"NCCL_P2P_LL_THRESHOLD", 16384};
-// 1 (default, as NCCL): Simple-only point-to-point connections get their buffers when a pair
+// LL step of the point-to-point-only connections of a communicator without a mesh: kSteps of
+// them hold 16 KiB of payload (NCCL_P2P_LL_THRESHOLD's default) in 32 KiB, an eighth of the
+// memory of a full connection's LL slots, which matters since those connections grow with the ranks.
+constexpr int kP2pOnlyLLStepBytes = 4096;
+// 1 (default, as NCCL): point-to-point-only connections get their buffers when a pair
 // first uses them (transport/p2p/p2p_connections.h); 0: all of them at creation.
 const param::IntParam kRuntimeConnect{"NCCL_RUNTIME_CONNECT", 1};
 
@@ -337,12 +341,12 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     WEFT_TRY(buildCommTopology(comm, lo, hi, userLo));
   }
   // The mesh channels connect every pair with every protocol at creation, for Direct (one host)
-  // and point-to-point. A communicator with network peers runs no Direct (and point-to-point on
-  // Simple): its pairs that are no ring or tree neighbours get Simple-only connections on first use, so
+  // and point-to-point. A communicator with network peers has no mesh and runs no Direct: its
+  // pairs that are no ring or tree neighbours get point-to-point-only connections on first use, so
   // that creation connects a number of sockets and buffers that does not grow with the ranks.
   comm->p2pChannels = comm->anyNet ? 0 : std::min<int>(comm->nChannels, std::max<int64_t>(1, kP2pChannels.get()));
-  comm->simpleP2pChannels = transport::simpleP2pChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
-  if (comm->anyNet) comm->simpleP2pChannels = std::max(comm->simpleP2pChannels, std::min(comm->nChannels, 1));
+  comm->p2pOnlyChannels = transport::p2pOnlyChannelsFor(comm->nChannels, nRanks, kSimpleP2pChannels.get());
+  if (comm->anyNet) comm->p2pOnlyChannels = std::max(comm->p2pOnlyChannels, std::min(comm->nChannels, 1));
   int64_t buffSize = std::max<int64_t>(kBuffSize.get(), 64 << 10);
   comm->stepBytes = (int)(buffSize / dev::kSteps) & ~4095;
   setupTuning(comm, userLo);
@@ -357,9 +361,14 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   if (comm->anyNet) comm->protoStepBytes[dev::kProtoLL128] = 0;  // no LL128 through the network proxy
   comm->p2pMaxChannels = (int)std::max<int64_t>(0, kP2pMaxChannels.get());
   comm->p2pChannelBytes = (size_t)std::max<int64_t>(0, kP2pChannelBytes.get());
-  comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) && !comm->anyNet
+  comm->p2pLLBytes = dev::protocolUsable(dev::kProtoLL) && comm->protoStepBytes[dev::kProtoLL] > 0
                          ? (size_t)std::clamp<int64_t>(kP2pLLThreshold.get(), 0, INT32_MAX)
                          : 0;
+  // Point-to-point LL runs on the mesh. Without one (network peers, or more ranks than the mesh
+  // serves: ConnectionPlan::meshChannels) it runs on every connection of the pair, so the
+  // point-to-point-only ones get LL slots too.
+  if (nRanks > 1 && comm->connPlan.meshChannels.empty() && comm->p2pLLBytes > 0)
+    comm->p2pLLStepBytes = std::min(comm->protoStepBytes[dev::kProtoLL], kP2pOnlyLLStepBytes);
   comm->runtimeConnect = kRuntimeConnect.get() != 0;
   WEFT_TRY(checkRanksAgree(comm));
   {

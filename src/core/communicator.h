@@ -70,11 +70,14 @@ struct ncclComm {
   // Channels: rings[c] is channel c's ring order; connections follow connPlan.
   int nChannels = 0;
   int p2pChannels = 0;        // channels on which every pair of ranks is connected (all protocols)
-  int simpleP2pChannels = 0;  // channels on which every pair is connected for Simple point-to-point
+  int p2pOnlyChannels = 0;    // channels on which every pair is connected for point-to-point only
   int p2pMaxChannels = 0;     // enqueue::PlanShape::p2pMaxChannels
   size_t p2pChannelBytes = 0; // enqueue::PlanShape::p2pChannelBytes
   size_t p2pLLBytes = 0;      // enqueue::PlanShape::p2pLLBytes
-  bool runtimeConnect = true; // Simple-only p2p connections made on first use (NCCL_RUNTIME_CONNECT)
+  // LL step of the point-to-point-only connections (transport::ConnLayout::p2pLLStepBytes); 0:
+  // they have no LL slots, and point-to-point LL runs on the mesh channels only.
+  int p2pLLStepBytes = 0;
+  bool runtimeConnect = true; // point-to-point-only connections made on first use (NCCL_RUNTIME_CONNECT)
   std::vector<std::vector<int>> rings;
   // trees[c][r]: rank r's place in channel c's tree. Connected (and offered to the tuner) only
   // when the Tree algorithm may run: see treesConnected.
@@ -87,7 +90,7 @@ struct ncclComm {
   weft::transport::ConnectionPlan connPlan;
   // The connection plan of any rank (connPlan is this rank's): every rank derives it alike.
   weft::transport::ConnectionPlan connectionPlanOf(int r) const {
-    return weft::transport::planConnections(r, rings, p2pChannels, connectedTrees(), simpleP2pChannels);
+    return weft::transport::planConnections(r, rings, p2pChannels, connectedTrees(), p2pOnlyChannels);
   }
   // Per rank: reached through host shared memory (the SHM transport) rather than peer-to-peer
   // access (graph/transport_choice.h); empty: every peer is P2P.

@@ -13,7 +13,7 @@ SharedSettings sharedSettingsOf(const ncclComm* comm) {
   s.magic = kSharedSettingsMagic;
   s.nChannels = comm->nChannels;
   s.p2pChannels = comm->p2pChannels;
-  s.simpleP2pChannels = comm->simpleP2pChannels;
+  s.p2pOnlyChannels = comm->p2pOnlyChannels;
   for (int p = 0; p < dev::kNumProtos; ++p) s.protoStepBytes[p] = comm->protoStepBytes[p];
   s.treesConnected = comm->treesConnected ? 1 : 0;
   s.p2pMaxChannels = comm->p2pMaxChannels;
@@ -40,8 +40,8 @@ std::string settingsDifference(const SharedSettings& mine, const SharedSettings&
                    theirRank);
   if (mine.p2pChannels != theirs.p2pChannels)
     return differs("NCCL_WEFT_P2P_NCHANNELS", mine.p2pChannels, theirs.p2pChannels, theirRank);
-  if (mine.simpleP2pChannels != theirs.simpleP2pChannels)
-    return differs("NCCL_WEFT_P2P_SIMPLE_NCHANNELS", mine.simpleP2pChannels, theirs.simpleP2pChannels, theirRank);
+  if (mine.p2pOnlyChannels != theirs.p2pOnlyChannels)
+    return differs("NCCL_WEFT_P2P_SIMPLE_NCHANNELS", mine.p2pOnlyChannels, theirs.p2pOnlyChannels, theirRank);
   static const char* const kStepSetting[dev::kNumProtos] = {"NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE",
                                                             "NCCL_BUFFSIZE"};
   for (int p = 0; p < dev::kNumProtos; ++p)

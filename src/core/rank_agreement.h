@@ -19,7 +19,7 @@ struct SharedSettings {
   uint32_t magic = 0;  // kSharedSettingsMagic: the bytes came from this code
   int32_t nChannels = 0;
   int32_t p2pChannels = 0;
-  int32_t simpleP2pChannels = 0;
+  int32_t p2pOnlyChannels = 0;
   int32_t protoStepBytes[dev::kNumProtos] = {};
   int32_t treesConnected = 0;
   int32_t p2pMaxChannels = 0;

@@ -45,8 +45,10 @@
 //   - byte counts of a send part and of the matching receive part (same channel, peer's item)
 //     must be equal, and so must the protocol and chunkElems * dataTypeBytes on both sides
 //     (p2pChunkElems() is the reference for Simple; LL takes 0: one step's payload). LL needs
-//     the channel's connection to have LL buffers (the mesh channels: planner.h p2pLLBytes). Items of one channel run in order: pair sends and receives in the same
-//     order on both ranks (NCCL's rounds: send to rank+d, receive from rank-d).
+//     the channel's connection to have LL buffers (planner.h p2pLLBytes: the mesh channels, or
+//     every connection where point-to-point-only ones have LL slots). Items of one channel run in
+//     order: pair sends and receives in the same order on both ranks (NCCL's rounds: send to
+//     rank+d, receive from rank-d).
 // Tree AllReduce (func = kFuncAllReduce, algo = kAlgoTree, any proto; LL/LL128 as below):
 //   - DevChannel.tree: this rank's parent (up, -1 at the root) and children (down[], -1 where
 //     none, filled from index 0) in the channel's tree, the same tree on all ranks: a chain inside

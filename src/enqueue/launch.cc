@@ -87,6 +87,7 @@ PlanShape makeShape(ncclComm* comm) {
   s.p2pMaxChannels = comm->p2pMaxChannels;
   s.p2pChannelBytes = comm->p2pChannelBytes;
   s.p2pLLBytes = comm->p2pLLBytes;
+  s.p2pLLOnPeerChannels = comm->p2pLLStepBytes > 0;
   s.choices = &comm->planChoices;
   return s;
 }
@@ -332,7 +333,7 @@ Status prepare(ncclComm* comm, runtime::ScopedDevice* device, CommLaunches* out)
   return ncclSuccess;
 }
 
-// The peers whose Simple-only connections this communicator's launches use before they are made:
+// The peers whose point-to-point-only connections this communicator's launches use before they are made:
 // senders to this rank (*senders) and receivers of it (*receivers). Both ends of a transfer plan
 // the same channels for it, so each end finds the other here in the same group.
 void peersToConnect(const CommLaunches& c, std::vector<int>* senders, std::vector<int>* receivers) {
@@ -355,7 +356,7 @@ void peersToConnect(const CommLaunches& c, std::vector<int>* senders, std::vecto
   }
 }
 
-// Makes the Simple-only connections the group uses for the first time: every communicator offers
+// Makes the point-to-point-only connections the group uses for the first time: every communicator offers
 // its receive buffers before any waits for a peer's offer, since one thread may drive both ends.
 // A communicator that fails launches nothing (its kernels would find no buffer).
 Status connectOnFirstUse(std::vector<CommLaunches>& all, std::vector<ncclComm*>* untouched) {

@@ -246,8 +246,9 @@ Status planP2pPair(const Task* s, const Task* r, int sendPeer, int recvPeer, con
 }
 
 // Point-to-point: round d pairs this rank's i-th send to rank+d with its i-th receive from rank-d.
-// A transfer of at most shape.p2pLLBytes goes to *llItems (LL over the mesh channels), the others
-// to *simpleItems; both ends of a transfer see its size, hence the same protocol and channels.
+// A transfer of at most shape.p2pLLBytes goes to *llItems (LL over the peer's channels or the mesh
+// channels: PlanShape::p2pLLOnPeerChannels), the others to *simpleItems; both ends of a transfer
+// see its size, hence the same protocol and channels.
 // A send and a receive of one pair share an item only when they share the protocol.
 Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& shape, ChannelWorks* simpleItems,
                         ChannelWorks* llItems) {
@@ -257,7 +258,7 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
     if (t->count == 0) continue;  // both sides of a zero-byte exchange skip it alike
     (t->kind == TaskKind::kSend ? sendsTo : recvsFrom)[t->peer].push_back(t);
   }
-  const bool llPossible = shape.p2pLLBytes > 0 && !shape.directChannels.empty();
+  const bool llPossible = shape.p2pLLBytes > 0 && (shape.p2pLLOnPeerChannels || !shape.directChannels.empty());
   auto protoOf = [&](const Task* t) {
     return t && llPossible && t->bytes() <= shape.p2pLLBytes ? dev::kProtoLL : dev::kProtoSimple;
   };
@@ -285,7 +286,7 @@ Status planPointToPoint(const std::vector<const Task*>& p2p, const PlanShape& sh
       const Task* r = i < recvs.size() ? recvs[i] : nullptr;
       const int sendProto = protoOf(s), recvProto = protoOf(r);
       auto setOf = [&](int proto, const std::vector<int>& peerSet) -> const std::vector<int>& {
-        return proto == dev::kProtoLL ? shape.directChannels : peerSet;
+        return proto == dev::kProtoLL && !shape.p2pLLOnPeerChannels ? shape.directChannels : peerSet;
       };
       auto itemsOf = [&](int proto) { return proto == dev::kProtoLL ? llItems : simpleItems; };
       const std::vector<int>& sendSet = setOf(sendProto, shape.sendChannels[sendPeer]);

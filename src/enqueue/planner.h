@@ -78,11 +78,16 @@ struct PlanShape {
   // the same value.
   size_t p2pChannelBytes = 0;
   // A transfer to or from one peer of at most p2pLLBytes bytes runs on LL (as NCCL below
-  // NCCL_P2P_LL_THRESHOLD), over the mesh channels (directChannels, where every pair of ranks has
-  // connections with LL buffers; point-to-point-only connections hold Simple buffers only), in
-  // launches after the collectives and before the Simple point-to-point ones. 0, or no mesh:
-  // Simple only. Every rank must pass the same value.
+  // NCCL_P2P_LL_THRESHOLD), in launches after the collectives and before the Simple point-to-point
+  // ones: over the peer's channels (as Simple) when p2pLLOnPeerChannels, else over the mesh
+  // channels (directChannels, where every pair of ranks has connections with LL buffers, unlike
+  // the point-to-point-only ones of such a communicator). 0, or neither: Simple only. Every rank
+  // must pass the same values.
   size_t p2pLLBytes = 0;
+  // Every connection in sendChannels / recvChannels has LL slots (a communicator without a mesh,
+  // having network peers or more than dev::kDirectMaxRanks ranks: its point-to-point-only
+  // connections get them).
+  bool p2pLLOnPeerChannels = false;
   // Channels on which EVERY rank has connections to and from every other rank (the same list on
   // all ranks; transport::ConnectionPlan::meshChannels), in increasing order: where the Direct
   // algorithm may run. Empty: no Direct.

@@ -9,11 +9,11 @@ namespace weft::transport {
 namespace {
 
 // Rank `rank`'s send connections (sendOn[c][p]; sendFull: those with every protocol's buffers)
-// and, when recvOn is given, its receive connections (recvSimpleOnly: those with Simple only).
+// and, when recvOn is given, its receive connections (recvP2pOnly: those that carry only point-to-point traffic).
 void connectionsOf(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels,
-                   const std::vector<std::vector<TreePeers>>& trees, int simpleChannels,
+                   const std::vector<std::vector<TreePeers>>& trees, int p2pOnlyChannels,
                    std::vector<std::vector<bool>>* sendOn, std::vector<std::vector<bool>>* sendFull,
-                   std::vector<std::vector<bool>>* recvOn, std::vector<std::vector<bool>>* recvSimpleOnly) {
+                   std::vector<std::vector<bool>>* recvOn, std::vector<std::vector<bool>>* recvP2pOnly) {
   const int nChannels = (int)rings.size();
   const int n = rings.empty() ? 1 : (int)rings[0].size();
   sendOn->assign(nChannels, std::vector<bool>(n, false));
@@ -37,17 +37,17 @@ void connectionsOf(int rank, const std::vector<std::vector<int>>& rings, int p2p
     for (int p = 0; p < n; ++p) {
       if (p == rank) continue;
       if (c < p2pChannels) (*sendFull)[c][p] = recvFull[c][p] = true;
-      (*sendOn)[c][p] = (*sendFull)[c][p] || c < simpleChannels;
+      (*sendOn)[c][p] = (*sendFull)[c][p] || c < p2pOnlyChannels;
     }
   }
   if (!recvOn) return;
   recvOn->assign(nChannels, std::vector<bool>(n, false));
-  recvSimpleOnly->assign(nChannels, std::vector<bool>(n, false));
+  recvP2pOnly->assign(nChannels, std::vector<bool>(n, false));
   for (int c = 0; c < nChannels; ++c) {
     for (int p = 0; p < n; ++p) {
       if (p == rank) continue;
-      (*recvOn)[c][p] = recvFull[c][p] || c < simpleChannels;
-      (*recvSimpleOnly)[c][p] = !recvFull[c][p] && c < simpleChannels;
+      (*recvOn)[c][p] = recvFull[c][p] || c < p2pOnlyChannels;
+      (*recvP2pOnly)[c][p] = !recvFull[c][p] && c < p2pOnlyChannels;
     }
   }
 }
@@ -55,14 +55,14 @@ void connectionsOf(int rank, const std::vector<std::vector<int>>& rings, int p2p
 }  // namespace
 
 ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& rings, int p2pChannels,
-                               const std::vector<std::vector<TreePeers>>& trees, int simpleChannels) {
+                               const std::vector<std::vector<TreePeers>>& trees, int p2pOnlyChannels) {
   ConnectionPlan plan;
   plan.rank = rank;
   plan.nChannels = (int)rings.size();
   plan.nRanks = rings.empty() ? 1 : (int)rings[0].size();
   std::vector<std::vector<bool>> ownFull;
-  connectionsOf(rank, rings, p2pChannels, trees, simpleChannels, &plan.sendOn, &ownFull, &plan.recvOn,
-                &plan.recvSimpleOnly);
+  connectionsOf(rank, rings, p2pChannels, trees, p2pOnlyChannels, &plan.sendOn, &ownFull, &plan.recvOn,
+                &plan.recvP2pOnly);
   // A channel is a full mesh when every rank sends to every other rank on it with every
   // protocol's buffers (each such send is the peer's receive). Direct only serves small
   // communicators: skip the n^2 check beyond.
@@ -72,7 +72,7 @@ ConnectionPlan planConnections(int rank, const std::vector<std::vector<int>>& ri
     std::vector<std::vector<bool>> sendOn, sendFull;
     for (int r = 0; r < n; ++r) {
       if (r == rank) sendFull = ownFull;
-      else connectionsOf(r, rings, p2pChannels, trees, simpleChannels, &sendOn, &sendFull, nullptr, nullptr);
+      else connectionsOf(r, rings, p2pChannels, trees, p2pOnlyChannels, &sendOn, &sendFull, nullptr, nullptr);
       for (int c = 0; c < plan.nChannels; ++c)
         for (int p = 0; p < n; ++p)
           if (p != r && !sendFull[c][p]) mesh[c] = false;
@@ -105,7 +105,7 @@ int ConnectionPlan::recvConnectionCount() const {
   return n;
 }
 
-int simpleP2pChannelsFor(int nChannels, int nRanks, int64_t setting) {
+int p2pOnlyChannelsFor(int nChannels, int nRanks, int64_t setting) {
   constexpr int kPerPeerChannels = 24, kConnectionBudget = 96;
   if (setting >= 0) return (int)std::min<int64_t>(setting, nChannels);
   if (nRanks <= 1) return 0;

@@ -47,9 +47,9 @@ TEST(ConnectionPlan, SingleRankHasNoConnections) {
   EXPECT_EQ(plan.recvConnectionCount(), 0);
 }
 
-TEST(ConnectionPlan, SimpleOnlyChannelsGiveEveryPeerAsManyChannelsAsARingNeighbour) {
-  // Four ranks over a switch: 32 channels of one ring order, mesh on 4, Simple-only on the default.
-  const int n = 4, channels = 32, simple = weft::transport::simpleP2pChannelsFor(channels, n, -1);
+TEST(ConnectionPlan, P2pOnlyChannelsGiveEveryPeerAsManyChannelsAsARingNeighbour) {
+  // Four ranks over a switch: 32 channels of one ring order, mesh on 4, point-to-point-only on the default.
+  const int n = 4, channels = 32, simple = weft::transport::p2pOnlyChannelsFor(channels, n, -1);
   EXPECT_EQ(simple, 24);
   std::vector<weft::transport::ConnectionPlan> plans;
   for (int r = 0; r < n; ++r) plans.push_back(planConnections(r, rankOrderRings(n, channels), 4, {}, simple));
@@ -59,9 +59,9 @@ TEST(ConnectionPlan, SimpleOnlyChannelsGiveEveryPeerAsManyChannelsAsARingNeighbo
       EXPECT_GE(plans[a].sendChannels(b).size(), 24u) << a << "->" << b;
       EXPECT_EQ(plans[a].sendChannels(b), plans[b].recvChannels(a)) << a << "->" << b;
       for (int c = 0; c < channels; ++c) {
-        // Ring edges and the mesh keep every protocol; only the added connections are Simple-only.
+        // Ring edges and the mesh keep every protocol; only the added connections are point-to-point-only.
         const bool ringEdge = b == (a + 1) % n;
-        EXPECT_EQ(plans[b].recvSimpleOnly[c][a], !ringEdge && c >= 4 && c < simple) << a << "->" << b << " c" << c;
+        EXPECT_EQ(plans[b].recvP2pOnly[c][a], !ringEdge && c >= 4 && c < simple) << a << "->" << b << " c" << c;
         EXPECT_EQ(plans[a].sendOn[c][b], ringEdge || c < simple) << a << "->" << b << " c" << c;
       }
     }
@@ -75,14 +75,14 @@ TEST(ConnectionPlan, SimpleOnlyChannelsGiveEveryPeerAsManyChannelsAsARingNeighbo
   EXPECT_EQ(plans[0].recvConnectionCount(), 32 + 24 + 24);
 }
 
-TEST(ConnectionPlan, SimpleOnlyChannelCountKeepsTheMemoryBounded) {
-  using weft::transport::simpleP2pChannelsFor;
-  EXPECT_EQ(simpleP2pChannelsFor(32, 1, -1), 0);
-  EXPECT_EQ(simpleP2pChannelsFor(32, 2, -1), 24);
-  EXPECT_EQ(simpleP2pChannelsFor(16, 4, -1), 16);  // never more than the channels
-  EXPECT_EQ(simpleP2pChannelsFor(32, 8, -1), 13);
-  EXPECT_EQ(simpleP2pChannelsFor(32, 16, -1), 6);
-  EXPECT_EQ(simpleP2pChannelsFor(32, 8, 0), 0);     // NCCL_WEFT_P2P_SIMPLE_NCHANNELS=0: none
-  EXPECT_EQ(simpleP2pChannelsFor(32, 8, 40), 32);
-  for (int n = 2; n <= 72; ++n) EXPECT_LE(simpleP2pChannelsFor(32, n, -1) * (n - 1), 96 + 24) << n;
+TEST(ConnectionPlan, P2pOnlyChannelCountKeepsTheMemoryBounded) {
+  using weft::transport::p2pOnlyChannelsFor;
+  EXPECT_EQ(p2pOnlyChannelsFor(32, 1, -1), 0);
+  EXPECT_EQ(p2pOnlyChannelsFor(32, 2, -1), 24);
+  EXPECT_EQ(p2pOnlyChannelsFor(16, 4, -1), 16);  // never more than the channels
+  EXPECT_EQ(p2pOnlyChannelsFor(32, 8, -1), 13);
+  EXPECT_EQ(p2pOnlyChannelsFor(32, 16, -1), 6);
+  EXPECT_EQ(p2pOnlyChannelsFor(32, 8, 0), 0);     // NCCL_WEFT_P2P_SIMPLE_NCHANNELS=0: none
+  EXPECT_EQ(p2pOnlyChannelsFor(32, 8, 40), 32);
+  for (int n = 2; n <= 72; ++n) EXPECT_LE(p2pOnlyChannelsFor(32, n, -1) * (n - 1), 96 + 24) << n;
 }

@@ -346,6 +346,31 @@ TEST(FlagProtoEmu, SimpleAndLLAlternateThroughNetworkProxies) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// Point-to-point on LL through network proxies, as a communicator with network peers runs its
+// small transfers (planner.h p2pLLOnPeerChannels): channel 1's connections have the smallest LL
+// slots (256 B, as point-to-point-only connections have small ones) while channel 0 keeps the
+// usual ones, so each end must take its step from its own connection. A pair's 2.5 KB per channel
+// wraps channel 1's slots twice: credits come back through the proxies. Alternates with Simple.
+TEST(FlagProtoEmu, LLPointToPointThroughNetworkProxiesOnSlotsOfTwoSizes) {
+  EmuComm comm(3, 2);
+  for (int s = 0; s < 3; s++)
+    for (int r = 0; r < 3; r++)
+      if (s != r) comm.devPeer(s, 1, r).send.stepBytes[kProtoLL] = comm.devPeer(r, 1, s).recv.stepBytes[kProtoLL] = 256;
+  std::atomic<int> failures{0};
+  ProxiedLinks links(comm, [&](int) { failures++; });
+  for (int round = 0; round < 2; round++)
+    for (int p : {kProtoLL, kProtoSimple, kProtoLL}) {
+      emutest::AllToAll a2a(3, 2, 5001 - 2000 * round, 1 + round, 3, 0);
+      const bool ok = p == kProtoLL ? comm.launch<LLProto>(a2a.works, 60) : comm.launch<SimpleProto>(a2a.works, 60);
+      ASSERT_TRUE(ok) << "protocol " << p << " round " << round;
+      ASSERT_EQ(a2a.check(), "") << "protocol " << p << " round " << round;
+      ASSERT_TRUE(links.settle(false)) << comm.checkLinks(false);
+    }
+  EXPECT_GT(comm.step(1, 0, 1), 2u * 2 * kSteps) << "channel 1's LL steps wrapped its slots";
+  EXPECT_GT(links.linesReceived(), 0u);
+  EXPECT_EQ(failures.load(), 0);
+}
+
 // A rank waits for a peer that never sends; the abort flag must end every thread's wait.
 template <typename P>
 void abortWhileWaiting() {

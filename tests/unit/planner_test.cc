@@ -8,6 +8,7 @@
 
 #include "device/kernel_api.h"
 #include "device/special_kernels.h"
+#include "transport/connection_plan.h"
 #include "planner_test_util.h"
 
 using namespace weft;
@@ -293,6 +294,71 @@ TEST(Planner, SmallPointToPointRunsOnLLAndSplitsFromALargeOne) {
       EXPECT_EQ(llBytesSeen, 8u);
       EXPECT_EQ(simpleBytesSeen, 1u << 20);
     }
+  }
+}
+
+// A communicator with network peers has no mesh: its small transfers run on LL over the pair's
+// own channels (PlanShape::p2pLLOnPeerChannels; every connection there has LL slots). Five ranks,
+// 8 channels of one ring, point-to-point-only connections on the first 3: a ring neighbour has 8
+// channels, any other peer 3. Every rank's plan, simulated: both ends of each transfer agree on
+// channels, pieces and protocol; LL exactly for the small transfers; every item on a channel that
+// connects the pair; LL launches first. Without the flag (and no mesh) everything runs Simple.
+TEST(Planner, PointToPointLLRunsOnThePairsChannelsWithoutAMesh) {
+  const int n = 5, nChannels = 8;
+  const std::vector<std::vector<int>> rings(nChannels, {0, 1, 2, 3, 4});
+  std::vector<std::vector<Task>> tasks(n);
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      const size_t bytes = (a + 2 * b) % 3 != 1 ? 3000 + 16 * a : 70000 + 100 * b;  // LL up to 4096
+      tasks[a].push_back(p2p(TaskKind::kSend, b, bytes));
+      tasks[b].push_back(p2p(TaskKind::kRecv, a, bytes));
+    }
+  for (const bool onPeers : {true, false}) {
+    using Piece = std::tuple<uint64_t, uint64_t, int>;  // offset, length, protocol
+    std::map<std::tuple<int, int, int>, std::vector<Piece>> sent, received;  // (channel, from, to)
+    int llItems = 0;
+    for (int r = 0; r < n; ++r) {
+      const transport::ConnectionPlan plan = transport::planConnections(r, rings, 0, {}, 3);
+      PlanShape shape = test::uniformShape(r, n, nChannels, 0);
+      for (int p = 0; p < n; ++p) {
+        shape.sendChannels[p] = plan.sendChannels(p);
+        shape.recvChannels[p] = plan.recvChannels(p);
+      }
+      ASSERT_TRUE(plan.meshChannels.empty());
+      shape.p2pChannelBytes = 512;  // 3000 bytes: 6 channels where the pair has them
+      shape.p2pLLBytes = 4096;
+      shape.p2pLLOnPeerChannels = onPeers;
+      std::vector<PlannedLaunch> launches;
+      ASSERT_EQ(planTasks(tasks[r], shape, &launches), ncclSuccess);
+      bool simpleSeen = false;
+      for (auto& l : launches) {
+        simpleSeen = simpleSeen || l.proto == dev::kProtoSimple;
+        if (l.proto == dev::kProtoLL) EXPECT_FALSE(simpleSeen) << "LL launches come first";
+        for (size_t b = 0; b < l.channels.size(); ++b)
+          for (auto& w : l.works[b]) {
+            ASSERT_EQ(w.proto, l.proto);
+            const int c = l.channels[b];
+            llItems += w.proto == dev::kProtoLL;
+            if (w.sendPeer >= 0 && w.sendPeer != r) {
+              EXPECT_TRUE(plan.sendOn[c][w.sendPeer]) << r << "->" << w.sendPeer << " on channel " << c;
+              EXPECT_EQ(w.proto == dev::kProtoLL, onPeers && w.count <= 4096) << r << "->" << w.sendPeer;
+              sent[{c, r, w.sendPeer}].push_back({w.chanOffset, w.chanCount, w.proto});
+            }
+            if (w.recvPeer >= 0 && w.recvPeer != r) {
+              EXPECT_TRUE(plan.recvOn[c][w.recvPeer]) << w.recvPeer << "->" << r << " on channel " << c;
+              received[{c, w.recvPeer, r}].push_back({w.recvOffset, w.recvCount, w.proto});
+            }
+          }
+      }
+    }
+    EXPECT_EQ(sent, received) << "on peers " << onPeers;
+    EXPECT_EQ(llItems > 0, onPeers);
+    // A ring neighbour's small transfer may use channels beyond the point-to-point-only ones.
+    std::set<int> neighbourLL;
+    for (const auto& e : sent)
+      if (std::get<2>(e.second.front()) == dev::kProtoLL && std::get<2>(e.first) == (std::get<1>(e.first) + 1) % n)
+        neighbourLL.insert(std::get<0>(e.first));
+    if (onPeers) EXPECT_TRUE(*neighbourLL.rbegin() >= 3);
   }
 }
 

@@ -11,7 +11,7 @@ SharedSettings typical() {
   s.magic = weft::core::kSharedSettingsMagic;
   s.nChannels = 32;
   s.p2pChannels = 4;
-  s.simpleP2pChannels = 24;
+  s.p2pOnlyChannels = 24;
   s.protoStepBytes[weft::dev::kProtoLL] = 64 << 10;
   s.protoStepBytes[weft::dev::kProtoLL128] = 614400;
   s.protoStepBytes[weft::dev::kProtoSimple] = 512 << 10;
@@ -34,7 +34,7 @@ TEST(RankAgreement, EveryDifferenceIsNamedWithBothValuesAndTheRank) {
   } cases[] = {
       {[](SharedSettings* s) { s->nChannels = 16; }, "channels (NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / config): 32 here, 16 at rank 5"},
       {[](SharedSettings* s) { s->p2pChannels = 2; }, "NCCL_WEFT_P2P_NCHANNELS: 4 here, 2 at rank 5"},
-      {[](SharedSettings* s) { s->simpleP2pChannels = 0; }, "NCCL_WEFT_P2P_SIMPLE_NCHANNELS: 24 here, 0 at rank 5"},
+      {[](SharedSettings* s) { s->p2pOnlyChannels = 0; }, "NCCL_WEFT_P2P_SIMPLE_NCHANNELS: 24 here, 0 at rank 5"},
       {[](SharedSettings* s) { s->protoStepBytes[weft::dev::kProtoSimple] = 256 << 10; },
        "NCCL_BUFFSIZE: 4194304 here, 2097152 at rank 5"},
       {[](SharedSettings* s) { s->protoStepBytes[weft::dev::kProtoLL] = 128 << 10; },

@@ -78,7 +78,7 @@ TEST(ShmSegment, NamesGoAwayButMappingsStay) {
   EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0);
 }
 
-// A segment made for one peer (a Simple-only connection's): the peer removes the name once mapped;
+// A segment made for one peer (a point-to-point-only connection's): the peer removes the name once mapped;
 // both mappings stay, and the creator's own removal later is harmless.
 TEST(ShmSegment, TheOnlyOpenerRemovesTheName) {
   ShmSegment seg;

@@ -54,7 +54,8 @@ Status NetConnections::makeHostMemory(const char* kind, int peer, size_t bytes, 
 
 // The send side's counters: the tail the kernel writes into the image (standing in for the
 // receiver's), the step sizes and the credits in the head line of the rank's own memory.
-proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots, char* llSlots) const {
+proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots, char* llSlots,
+                                            uint64_t llStepBytes) const {
   const size_t block = layout_.counterBlock(channel, peer);
   char* mine = local_->hostPtr();
   proxy::NetSendSide s;
@@ -66,12 +67,13 @@ proxy::NetSendSide NetConnections::sendSide(int channel, int peer, char* slots, 
   s.head = (volatile uint64_t*)(mine + block + kHeadOffset);
   s.stepBytes = stepBytes_;
   s.llSlots = llSlots;
-  s.llStepBytes = llSlots != nullptr ? llStepBytes_ : 0;
+  s.llStepBytes = llSlots != nullptr ? llStepBytes : 0;
   return s;
 }
 
 // The receive side's: the tail in the rank's own memory, the head the kernel writes into the image.
-proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots, char* llSlots) const {
+proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots, char* llSlots,
+                                            uint64_t llStepBytes) const {
   const size_t block = layout_.counterBlock(channel, peer);
   proxy::NetRecvSide r;
   r.channel = channel;
@@ -81,8 +83,20 @@ proxy::NetRecvSide NetConnections::recvSide(int channel, int peer, char* slots, 
   r.gpuHead = (const volatile uint64_t*)(image_->hostPtr() + block + kHeadOffset);
   r.stepBytes = stepBytes_;
   r.llSlots = llSlots;
-  r.llStepBytes = llSlots != nullptr ? llStepBytes_ : 0;
+  r.llStepBytes = llSlots != nullptr ? llStepBytes : 0;
   return r;
+}
+
+proxy::NetSendSide NetConnections::p2pOnlySendSide(int channel, int peer, char* buffer) const {
+  const bool ll = layout_.p2pLLStepBytes > 0;
+  return sendSide(channel, peer, buffer + layout_.p2pOnlyOffset[dev::kProtoSimple],
+                  ll ? buffer + layout_.p2pOnlyOffset[dev::kProtoLL] : nullptr, (uint64_t)layout_.p2pLLStepBytes);
+}
+
+proxy::NetRecvSide NetConnections::p2pOnlyRecvSide(int channel, int peer, char* buffer) const {
+  const bool ll = layout_.p2pLLStepBytes > 0;
+  return recvSide(channel, peer, buffer + layout_.p2pOnlyOffset[dev::kProtoSimple],
+                  ll ? buffer + layout_.p2pOnlyOffset[dev::kProtoLL] : nullptr, (uint64_t)layout_.p2pLLStepBytes);
 }
 
 Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::MappedShm* local,
@@ -103,16 +117,16 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
   const ConnectionPlan& plan = comm->connPlan;
   const int me = comm->rank;
   auto viaNet = [&](int p) { return p < (int)comm->netPeers.size() && comm->netPeers[p]; };
-  // Which of this rank's sends are Simple-only (made on first use) is the receiver's plan's word.
+  // Which of this rank's sends are point-to-point-only (made on first use) is the receiver's plan's word.
   std::vector<std::vector<bool>> sendLater(comm->nRanks);
   for (int p = 0; p < comm->nRanks; ++p) {
     if (!viaNet(p)) continue;
     const ConnectionPlan peerPlan = comm->connectionPlanOf(p);
     sendLater[p].assign(comm->nChannels, false);
-    for (int c = 0; c < comm->nChannels; ++c) sendLater[p][c] = peerPlan.recvSimpleOnly[c][me];
+    for (int c = 0; c < comm->nChannels; ++c) sendLater[p][c] = peerPlan.recvP2pOnly[c][me];
   }
   auto sendNow = [&](int c, int p) { return viaNet(p) && plan.sendOn[c][p] && !sendLater[p][c]; };
-  auto recvNow = [&](int c, int p) { return viaNet(p) && plan.recvOn[c][p] && !plan.recvSimpleOnly[c][p]; };
+  auto recvNow = [&](int c, int p) { return viaNet(p) && plan.recvOn[c][p] && !plan.recvP2pOnly[c][p]; };
 
   // The image: a counter block per (channel, peer) as in the connection memory (the send tail and
   // the receive head of that pair), then the Simple slots and the LL slots of every network send
@@ -153,31 +167,33 @@ Status NetConnections::create(ncclComm* comm, const ConnLayout& layout, shm::Map
       if (sendNow(c, p)) {
         char* slots = self->image_->hostPtr() + self->sendSlotsOffset_[self->index(c, p)];
         char* llSlots = self->llStepBytes_ != 0 ? slots + (size_t)dev::kSteps * self->stepBytes_ : nullptr;
-        sends.push_back(self->sendSide(c, p, slots, llSlots));
+        sends.push_back(self->sendSide(c, p, slots, llSlots, self->llStepBytes_));
       }
       if (recvNow(c, p)) {
         char* buffer = local->hostPtr() + layout.recvBuffer(plan, c, p);
         char* llSlots = self->llStepBytes_ != 0 ? buffer + layout.protoOffset[dev::kProtoLL] : nullptr;
-        recvs.push_back(self->recvSide(c, p, buffer + layout.protoOffset[dev::kProtoSimple], llSlots));
+        char* slots = buffer + layout.protoOffset[dev::kProtoSimple];
+        recvs.push_back(self->recvSide(c, p, slots, llSlots, self->llStepBytes_));
       }
     }
   }
   WEFT_TRY(self->proxy_->start(sends, recvs, descs));
   WEFT_INFO(log::kInit | log::kNet, "rank %d: %d send and %d receive connection(s) through the network (socket "
-            "proxy listening on %s, %s), %zu KiB of send staging memory; point-to-point ones on first use (Simple)",
+            "proxy listening on %s, %s), %zu KiB of send staging memory; point-to-point ones on first use (%s)",
             comm->rank, self->nSends_, self->nRecvs_, bind.hostString().c_str(),
-            self->llStepBytes_ != 0 ? "Simple and LL" : "Simple", bytes >> 10);
+            self->llStepBytes_ != 0 ? "Simple and LL" : "Simple", bytes >> 10,
+            layout.p2pLLStepBytes > 0 ? "Simple and LL" : "Simple");
   *out = std::move(self);
   return ncclSuccess;
 }
 
-Status NetConnections::expectSimpleOnly(const ConnectionPlan& receiverPlan, int sender, char** deviceBase) {
-  const size_t bytes = layout_.simpleOnlyTotal(receiverPlan, sender);
+Status NetConnections::expectP2pOnly(const ConnectionPlan& receiverPlan, int sender, char** deviceBase) {
+  const size_t bytes = layout_.p2pOnlyTotal(receiverPlan, sender);
   WEFT_TRY(makeHostMemory("-from", sender, bytes, &firstUseRecv_[sender]));
   std::vector<proxy::NetRecvSide> recvs;
   for (int c = 0; c < layout_.nChannels; ++c) {
-    const size_t at = layout_.simpleOnlyBuffer(receiverPlan, c, sender);
-    if (at != (size_t)-1) recvs.push_back(recvSide(c, sender, firstUseRecv_[sender]->hostPtr() + at, nullptr));
+    const size_t at = layout_.p2pOnlyBuffer(receiverPlan, c, sender);
+    if (at != (size_t)-1) recvs.push_back(p2pOnlyRecvSide(c, sender, firstUseRecv_[sender]->hostPtr() + at));
   }
   WEFT_TRY(proxy_->expectReceives(recvs));
   nRecvs_ += (int)recvs.size();
@@ -185,13 +201,13 @@ Status NetConnections::expectSimpleOnly(const ConnectionPlan& receiverPlan, int 
   return ncclSuccess;
 }
 
-Status NetConnections::connectSimpleOnly(const ConnectionPlan& receiverPlan, int receiver, char** deviceBase) {
-  const size_t bytes = layout_.simpleOnlyTotal(receiverPlan, rank_);
+Status NetConnections::connectP2pOnly(const ConnectionPlan& receiverPlan, int receiver, char** deviceBase) {
+  const size_t bytes = layout_.p2pOnlyTotal(receiverPlan, rank_);
   WEFT_TRY(makeHostMemory("-to", receiver, bytes, &firstUseSend_[receiver]));
   std::vector<proxy::NetSendSide> sends;
   for (int c = 0; c < layout_.nChannels; ++c) {
-    const size_t at = layout_.simpleOnlyBuffer(receiverPlan, c, rank_);
-    if (at != (size_t)-1) sends.push_back(sendSide(c, receiver, firstUseSend_[receiver]->hostPtr() + at, nullptr));
+    const size_t at = layout_.p2pOnlyBuffer(receiverPlan, c, rank_);
+    if (at != (size_t)-1) sends.push_back(p2pOnlySendSide(c, receiver, firstUseSend_[receiver]->hostPtr() + at));
   }
   WEFT_TRY(proxy_->addSends(sends));
   nSends_ += (int)sends.size();

@@ -13,10 +13,11 @@
 //     line, device/abi.h kStepSizeWord) and writes the receiver's credits into the head line of the
 //     rank's own connection memory, where the kernel waits for them.
 // Simple and LL cross the network (LL lines are found by their flags: proxy/net_proxy.h), LL128 does
-// not (core/comm_init.cc). The ring and tree connections are made at creation; the Simple-only
-// point-to-point ones on first use, as with the other transports (P2pConnections::offerReceives /
-// acceptSends): the receiver makes their memory and declares them to its proxy before it sends its
-// offer; the sender, holding the offer, makes its image slots and connects.
+// not (core/comm_init.cc). The ring and tree connections are made at creation; the
+// point-to-point-only ones (Simple, and small LL slots: conn_layout.h) on first use, as with the
+// other transports (P2pConnections::offerReceives / acceptSends): the receiver makes their memory
+// and declares them to its proxy before it sends its offer; the sender, holding the offer, makes
+// its image slots and connects.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,7 @@ class NetConnections {
   // Collective over every rank of a communicator with comm->anyNet (listener addresses are
   // all-gathered, even by a rank without network connections). `local` is this rank's host
   // connection memory (laid out by `layout` for its own plan). Connects every network connection
-  // of comm->connPlan but the Simple-only ones, and starts the proxy.
+  // of comm->connPlan but the point-to-point-only ones, and starts the proxy.
   [[nodiscard]] static Status create(ncclComm* comm, const ConnLayout& layout, shm::MappedShm* local,
                                      std::unique_ptr<NetConnections>* out);
   ~NetConnections();  // stops the proxy first: nothing touches the memory after
@@ -54,14 +55,15 @@ class NetConnections {
   volatile uint64_t* recvHead(int channel, int peer) const;
   int connections() const { return nSends_ + nRecvs_; }
 
-  // First use, receiver side: host memory for the Simple-only connections from `sender` (the
-  // channels receiverPlan (this rank's) lists, each slot run at ConnLayout::simpleOnlyBuffer),
-  // declared to the proxy. *deviceBase: where the GPU sees it. Never waits.
-  [[nodiscard]] Status expectSimpleOnly(const ConnectionPlan& receiverPlan, int sender, char** deviceBase);
-  // First use, sender side (after the receiver's offer): image slots for the Simple-only
+  // First use, receiver side: host memory for the point-to-point-only connections from `sender`
+  // (the channels receiverPlan (this rank's) lists, each buffer at ConnLayout::p2pOnlyBuffer, with
+  // LL slots where the layout has them), declared to the proxy. *deviceBase: where the GPU sees
+  // it. Never waits.
+  [[nodiscard]] Status expectP2pOnly(const ConnectionPlan& receiverPlan, int sender, char** deviceBase);
+  // First use, sender side (after the receiver's offer): image slots for the point-to-point-only
   // connections to `receiver`, laid out as the receiver's (receiverPlan: the receiver's plan),
   // connected through the proxy. *deviceBase: where the GPU sees them.
-  [[nodiscard]] Status connectSimpleOnly(const ConnectionPlan& receiverPlan, int receiver, char** deviceBase);
+  [[nodiscard]] Status connectP2pOnly(const ConnectionPlan& receiverPlan, int receiver, char** deviceBase);
   // A launch is on its way: an idle proxy looks at the counters again at once (net_proxy.h).
   void wake();
 
@@ -69,9 +71,12 @@ class NetConnections {
   NetConnections() = default;
   size_t index(int channel, int peer) const { return (size_t)channel * layout_.nRanks + peer; }
   // The proxy's view of connection (channel, peer), its slots at `slots` and `llSlots` (host
-  // addresses; llSlots null: Simple only).
-  proxy::NetSendSide sendSide(int channel, int peer, char* slots, char* llSlots) const;
-  proxy::NetRecvSide recvSide(int channel, int peer, char* slots, char* llSlots) const;
+  // addresses; llSlots null: Simple only), LL steps of llStepBytes.
+  proxy::NetSendSide sendSide(int channel, int peer, char* slots, char* llSlots, uint64_t llStepBytes) const;
+  proxy::NetRecvSide recvSide(int channel, int peer, char* slots, char* llSlots, uint64_t llStepBytes) const;
+  // A point-to-point-only connection's buffer at `buffer` (host address): the proxy's view of it.
+  proxy::NetSendSide p2pOnlySendSide(int channel, int peer, char* buffer) const;
+  proxy::NetRecvSide p2pOnlyRecvSide(int channel, int peer, char* buffer) const;
   [[nodiscard]] Status makeHostMemory(const char* kind, int peer, size_t bytes, std::unique_ptr<shm::MappedShm>* out);
 
   ConnLayout layout_;
@@ -81,8 +86,8 @@ class NetConnections {
   uint64_t llStepBytes_ = 0;
   shm::MappedShm* local_ = nullptr;  // the rank's host connection memory (P2pConnections owns it)
   std::unique_ptr<shm::MappedShm> image_;
-  // Per peer: the slots of the Simple-only connections made on first use, received from it and sent
-  // to it (destroyed after the proxy, which reads and writes them).
+  // Per peer: the slots of the point-to-point-only connections made on first use, received from
+  // it and sent to it (destroyed after the proxy, which reads and writes them).
   std::vector<std::unique_ptr<shm::MappedShm>> firstUseRecv_, firstUseSend_;
   std::vector<size_t> sendSlotsOffset_;  // per (channel, peer): where its send slots start in image_
   int nSends_ = 0, nRecvs_ = 0;

@@ -27,7 +27,7 @@ int protoStepBytes(int proto, int64_t buffBytes) {
   return (int)std::clamp<int64_t>(step, lo, hi);
 }
 
-ConnLayout ConnLayout::forSteps(int nChannels, int nRanks, const int stepBytes[dev::kNumProtos]) {
+ConnLayout ConnLayout::forSteps(int nChannels, int nRanks, const int stepBytes[dev::kNumProtos], int p2pLLStepBytes) {
   ConnLayout l;
   l.nChannels = nChannels;
   l.nRanks = nRanks;
@@ -37,14 +37,21 @@ ConnLayout ConnLayout::forSteps(int nChannels, int nRanks, const int stepBytes[d
     off += ((size_t)dev::kSteps * (size_t)stepBytes[p] + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
   }
   l.bufferBytes = off;
-  l.simpleOnlyBytes = off - l.protoOffset[dev::kProtoSimple];  // Simple comes last
+  const size_t simpleBytes = off - l.protoOffset[dev::kProtoSimple];  // Simple comes last
+  l.p2pLLStepBytes = p2pLLStepBytes;
+  const size_t llSlotBytes = (size_t)dev::kSteps * (size_t)p2pLLStepBytes;
+  const size_t llBytes = (llSlotBytes + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+  l.p2pOnlyOffset[dev::kProtoLL] = 0;
+  l.p2pOnlyOffset[dev::kProtoLL128] = llBytes;  // empty
+  l.p2pOnlyOffset[dev::kProtoSimple] = llBytes;
+  l.p2pOnlyBytes = llBytes + simpleBytes;
   return l;
 }
 
 namespace {
 
 bool inMainAllocation(const ConnectionPlan& plan, int channel, int sender) {
-  return plan.recvOn[channel][sender] && !plan.recvSimpleOnly[channel][sender];
+  return plan.recvOn[channel][sender] && !plan.recvP2pOnly[channel][sender];
 }
 
 }  // namespace
@@ -69,18 +76,18 @@ size_t ConnLayout::totalBytes(const ConnectionPlan& plan) const {
   return off;
 }
 
-size_t ConnLayout::simpleOnlyBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const {
-  if (!receiverPlan.recvOn[channel][sender] || !receiverPlan.recvSimpleOnly[channel][sender]) return (size_t)-1;
+size_t ConnLayout::p2pOnlyBuffer(const ConnectionPlan& receiverPlan, int channel, int sender) const {
+  if (!receiverPlan.recvOn[channel][sender] || !receiverPlan.recvP2pOnly[channel][sender]) return (size_t)-1;
   size_t off = 0;
   for (int c = 0; c < channel; ++c)
-    if (receiverPlan.recvSimpleOnly[c][sender]) off += simpleOnlyBytes;
+    if (receiverPlan.recvP2pOnly[c][sender]) off += p2pOnlyBytes;
   return off;
 }
 
-size_t ConnLayout::simpleOnlyTotal(const ConnectionPlan& receiverPlan, int sender) const {
+size_t ConnLayout::p2pOnlyTotal(const ConnectionPlan& receiverPlan, int sender) const {
   size_t bytes = 0;
   for (int c = 0; c < receiverPlan.nChannels; ++c)
-    if (receiverPlan.recvOn[c][sender] && receiverPlan.recvSimpleOnly[c][sender]) bytes += simpleOnlyBytes;
+    if (receiverPlan.recvOn[c][sender] && receiverPlan.recvP2pOnly[c][sender]) bytes += p2pOnlyBytes;
   return bytes;
 }
 

@@ -41,15 +41,15 @@ p2p::Clock::time_point setupDeadline() {
   return s > 0 ? p2p::Clock::now() + std::chrono::seconds(s) : p2p::Clock::time_point::max();
 }
 
-// What a receiver sends a sender when it makes their Simple-only connections (bootstrap message).
+// What a receiver sends a sender when it makes their point-to-point-only connections (bootstrap message).
 constexpr uint32_t kOfferMagic = 0x5753504fu;  // "WSPO"
 constexpr int kOfferTag = 0x4c000000;          // bootstrap tag (ncclCommSplit uses 0x53000000 + n)
-struct SimpleOnlyOffer {
+struct P2pOnlyOffer {
   uint32_t magic;
   int32_t receiver;
   int32_t sender;
   uint32_t pad;
-  uint64_t bytes;           // ConnLayout::simpleOnlyTotal: what the sender expects
+  uint64_t bytes;           // ConnLayout::p2pOnlyTotal: what the sender expects
   uint64_t sameProcessPtr;  // legacy CUDA IPC within one process: the buffer's address
   runtime::IpcMemDesc desc;
   shm::ShmDesc shm;         // a peer reached through host shared memory: the segment (desc unused)
@@ -69,6 +69,13 @@ std::string shmTag(const ncclComm* comm) {
 }
 
 std::string describePeer(const ncclComm* comm, int p) { return core::describeRank(comm->peers[p]); }
+
+// ConnInfo::stepBytes of a point-to-point-only connection (conn_layout.h): Simple as everywhere,
+// LL where those connections have LL slots, no LL128.
+int p2pOnlyStepBytes(const ncclComm* comm, int proto) {
+  if (proto == dev::kProtoSimple) return comm->protoStepBytes[proto];
+  return proto == dev::kProtoLL ? comm->p2pLLStepBytes : 0;
+}
 
 }  // namespace
 
@@ -91,8 +98,8 @@ P2pConnections::~P2pConnections() {
   if (sharing_ != nullptr && sharing_->sharedAny()) reportDirectReceives();
   sharing_.reset();  // unmaps the peers' registrations
   hostPeers_.clear();  // unmap the peers' host memory before our own goes
-  simpleOnlyHostImported_.clear();
-  simpleOnlyHostLocal_.clear();
+  p2pOnlyHostImported_.clear();
+  p2pOnlyHostLocal_.clear();
   hostLocal_.reset();
   if (registered_) {
     LocalRegistry& reg = localRegistry();
@@ -102,25 +109,25 @@ P2pConnections::~P2pConnections() {
   if (uploadStream_) (void)runtime::streamDestroy(uploadStream_);
   for (dev::DevPeer* table : deviceTables_) runtime::deviceBlockRelease(table);
   imported_.clear();  // unmap peers' memory before our own goes
-  simpleOnlyImported_.clear();
-  simpleOnlyLocal_.clear();
+  p2pOnlyImported_.clear();
+  p2pOnlyLocal_.clear();
   local_.reset();
 }
 
 Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* out) {
   std::unique_ptr<P2pConnections> self(new P2pConnections());
-  self->layout_ = ConnLayout::forSteps(comm->nChannels, comm->nRanks, comm->protoStepBytes);
+  self->layout_ = ConnLayout::forSteps(comm->nChannels, comm->nRanks, comm->protoStepBytes, comm->p2pLLStepBytes);
   self->imported_.resize(comm->nRanks);
   self->peerBase_.assign(comm->nRanks, nullptr);
-  self->simpleOnlyLocal_.resize(comm->nRanks);
-  self->simpleOnlyImported_.resize(comm->nRanks);
+  self->p2pOnlyLocal_.resize(comm->nRanks);
+  self->p2pOnlyImported_.resize(comm->nRanks);
   self->shm_.assign(comm->nRanks, false);
   for (int p = 0; p < comm->nRanks && p < (int)comm->shmPeers.size(); ++p) self->shm_[p] = comm->shmPeers[p];
   self->net_.assign(comm->nRanks, false);
   for (int p = 0; p < comm->nRanks && p < (int)comm->netPeers.size(); ++p) self->net_[p] = comm->netPeers[p];
   self->hostPeers_.resize(comm->nRanks);
-  self->simpleOnlyHostLocal_.resize(comm->nRanks);
-  self->simpleOnlyHostImported_.resize(comm->nRanks);
+  self->p2pOnlyHostLocal_.resize(comm->nRanks);
+  self->p2pOnlyHostImported_.resize(comm->nRanks);
   std::vector<ConnMemDescs> descs(comm->nRanks);
 
   size_t bytes = self->layout_.totalBytes(comm->connPlan);
@@ -168,12 +175,13 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     std::vector<bool> sharePeers = connectedPeers(comm->connPlan);  // zero-copy needs peer access
     for (int p = 0; p < comm->nRanks; ++p) sharePeers[p] = sharePeers[p] && !self->viaShm(p) && !self->viaNet(p);
     WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), sharePeers, &self->sharing_));
-    int simpleOnly = 0;
-    for (const auto& row : comm->connPlan.recvSimpleOnly) simpleOnly += (int)std::count(row.begin(), row.end(), true);
+    int p2pOnly = 0;
+    for (const auto& row : comm->connPlan.recvP2pOnly) p2pOnly += (int)std::count(row.begin(), row.end(), true);
     WEFT_INFO(log::kInit | log::kP2p, "rank %d: connection memory %zu KiB on the GPU (%s) and %zu KiB of host shared "
-              "memory, %d receive connections (%d of them Simple-only, %s)", comm->rank, self->local_.bytes() >> 10,
+              "memory, %d receive connections (%d of them point-to-point-only, %s)", comm->rank,
+              self->local_.bytes() >> 10,
               runtime::memKindName(self->local_.kind()), self->hostLocal_ ? self->hostLocal_->bytes() >> 10 : 0,
-              comm->connPlan.recvConnectionCount(), simpleOnly,
+              comm->connPlan.recvConnectionCount(), p2pOnly,
               comm->runtimeConnect ? "their buffers made on first use" : "connected now");
   }
   self->buildDevPeers(comm);
@@ -273,13 +281,13 @@ Status P2pConnections::mapShmPeers(ncclComm* comm, const std::vector<shm::ShmDes
 
 void P2pConnections::buildDevPeers(const ncclComm* comm) {
   const int me = comm->rank;
-  // Each peer's plan says where its receive buffers are (and which of them are Simple-only).
+  // Each peer's plan says where its receive buffers are (and which of them are point-to-point-only).
   std::vector<ConnectionPlan> peerPlans(comm->nRanks);
   for (int p = 0; p < comm->nRanks; ++p)
     if (p != me) peerPlans[p] = comm->connectionPlanOf(p);
   devPeers_.assign(comm->nChannels, std::vector<dev::DevPeer>(comm->nRanks));
-  sendSimpleOnly_.assign(comm->nChannels, std::vector<bool>(comm->nRanks, false));
-  recvSimpleOnly_.assign(comm->nChannels, std::vector<bool>(comm->nRanks, false));
+  sendP2pOnly_.assign(comm->nChannels, std::vector<bool>(comm->nRanks, false));
+  recvP2pOnly_.assign(comm->nChannels, std::vector<bool>(comm->nRanks, false));
   std::vector<bool> sendLater(comm->nRanks, false), recvLater(comm->nRanks, false);
   for (int c = 0; c < comm->nChannels; ++c) {
     for (int p = 0; p < comm->nRanks; ++p) {
@@ -288,13 +296,13 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
       char* local = localFor(p);
       if (comm->connPlan.sendOn[c][p]) {
         // We write into p's buffer for (c, from us) and its tail; p writes our head for (c, p).
-        // A Simple-only connection's buffer comes on first use (acceptSends).
+        // A point-to-point-only connection's buffer comes on first use (acceptSends).
         const ConnectionPlan& peerPlan = peerPlans[p];
-        const bool later = peerPlan.recvSimpleOnly[c][me];
-        sendSimpleOnly_[c][p] = later;
+        const bool later = peerPlan.recvP2pOnly[c][me];
+        sendP2pOnly_[c][p] = later;
         sendLater[p] = sendLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          dp.send.stepBytes[proto] = comm->protoStepBytes[proto];
+          dp.send.stepBytes[proto] = later ? p2pOnlyStepBytes(comm, proto) : comm->protoStepBytes[proto];
           if (later) continue;
           if (viaNet(p)) {  // into memory of ours that the proxy sends from (Simple and LL)
             if (proto == dev::kProtoSimple) dp.send.buffs[proto] = netConns_->sendSlots(c, p);
@@ -309,12 +317,12 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
         dp.sendRegs = sharing_ ? sharing_->deviceSlots(p) : nullptr;
       }
       if (comm->connPlan.recvOn[c][p]) {
-        const bool later = comm->connPlan.recvSimpleOnly[c][p];  // offerReceives makes its buffer
-        recvSimpleOnly_[c][p] = later;
+        const bool later = comm->connPlan.recvP2pOnly[c][p];  // offerReceives makes its buffer
+        recvP2pOnly_[c][p] = later;
         recvLater[p] = recvLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
           dp.recv.buffs[proto] = later ? nullptr : local + layout_.recvBuffer(comm->connPlan, c, p) + layout_.protoOffset[proto];
-          dp.recv.stepBytes[proto] = comm->protoStepBytes[proto];
+          dp.recv.stepBytes[proto] = later ? p2pOnlyStepBytes(comm, proto) : comm->protoStepBytes[proto];
         }
         dp.recv.tail = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kTailOffset);
         dp.recv.head = viaNet(p) ? netConns_->recvHead(c, p)
@@ -356,18 +364,22 @@ Status P2pConnections::makeDeviceTables() {
   return ncclSuccess;
 }
 
-// Writes the Simple buffer pointer of one direction of (channel, peer) into the device table, and
+void P2pConnections::setP2pOnlyBuffers(char* buffer, dev::ConnInfo* conn) const {
+  conn->buffs[dev::kProtoSimple] = buffer + layout_.p2pOnlyOffset[dev::kProtoSimple];
+  if (layout_.p2pLLStepBytes > 0) conn->buffs[dev::kProtoLL] = buffer + layout_.p2pOnlyOffset[dev::kProtoLL];
+}
+
+// Writes the buffer pointers of one direction of (channel, peer) into the device table, and
 // nothing else: the entry's other fields are the kernels' (ConnInfo::step is saved there at every
 // kernel's end, and the other direction may be a ring connection in use), so rewriting the whole
-// entry from the host copy would reset a live step counter. No kernel reads this pointer before
+// entry from the host copy would reset a live step counter. No kernel reads these pointers before
 // the connection is made. A stream of our own keeps the copy away from the user's streams (which
 // may be capturing).
-Status P2pConnections::uploadSimpleBuffer(int channel, int peer, bool send) {
+Status P2pConnections::uploadP2pBuffers(int channel, int peer, bool send) {
   if (uploadStream_ == nullptr) WEFT_TRY(runtime::streamCreate(&uploadStream_));
   const dev::ConnInfo& host = send ? devPeers_[channel][peer].send : devPeers_[channel][peer].recv;
   dev::ConnInfo* device = send ? &deviceTables_[channel][peer].send : &deviceTables_[channel][peer].recv;
-  return runtime::deviceMemcpyAsync(&device->buffs[dev::kProtoSimple], &host.buffs[dev::kProtoSimple],
-                                    sizeof(char*), uploadStream_);
+  return runtime::deviceMemcpyAsync(device->buffs, host.buffs, sizeof(host.buffs), uploadStream_);
 }
 
 Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& senders) {
@@ -375,23 +387,25 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
   core::ScopedCpuAffinity affinity(comm->gpuCpuMap, comm->rank);  // segments made here: next to the GPU
   for (int p : senders) {
     if (recvReady_[p]) continue;
-    runtime::ShareableAlloc& alloc = simpleOnlyLocal_[p];
-    SimpleOnlyOffer offer{};
+    runtime::ShareableAlloc& alloc = p2pOnlyLocal_[p];
+    P2pOnlyOffer offer{};
     offer.magic = kOfferMagic;
     offer.receiver = comm->rank;
     offer.sender = p;
-    offer.bytes = layout_.simpleOnlyTotal(comm->connPlan, p);
+    offer.bytes = layout_.p2pOnlyTotal(comm->connPlan, p);
     char* base = nullptr;
     if (viaNet(p)) {
       // Declared to the proxy before the offer goes: the sender connects once it has the offer.
-      WEFT_TRY(netConns_->expectSimpleOnly(comm->connPlan, p, &base));
+      WEFT_TRY(netConns_->expectP2pOnly(comm->connPlan, p, &base));
     } else if (viaShm(p)) {
       // The sender removes its name once mapped (whenever it gets there), else this communicator's end.
-      WEFT_TRY(shm::MappedShm::create(shmTag(comm) + "-p" + std::to_string(p), offer.bytes, &simpleOnlyHostLocal_[p]));
-      offer.shm = simpleOnlyHostLocal_[p]->desc();
-      base = simpleOnlyHostLocal_[p]->devicePtr();
+      WEFT_TRY(shm::MappedShm::create(shmTag(comm) + "-p" + std::to_string(p), offer.bytes, &p2pOnlyHostLocal_[p]));
+      offer.shm = p2pOnlyHostLocal_[p]->desc();
+      base = p2pOnlyHostLocal_[p]->devicePtr();
     } else {
       WEFT_TRY(runtime::allocShareable(offer.bytes, &alloc, connectionMemory()));
+      // LL slots must start zeroed (a stale line could carry a valid flag); host memory comes zeroed.
+      if (layout_.p2pLLStepBytes > 0) WEFT_TRY(runtime::deviceMemset(alloc.ptr(), 0, alloc.bytes()));
       WEFT_TRY(runtime::exportMem(alloc, 0, alloc.bytes(), &offer.desc));
       offer.sameProcessPtr = (uint64_t)(uintptr_t)alloc.ptr();
       base = (char*)alloc.ptr();
@@ -403,14 +417,14 @@ Status P2pConnections::offerReceives(ncclComm* comm, const std::vector<int>& sen
     }
     WEFT_TRY(comm->bootstrap->send(p, kOfferTag, &offer, sizeof(offer)));
     for (int c = 0; c < comm->nChannels; ++c) {
-      if (!recvSimpleOnly_[c][p]) continue;
-      devPeers_[c][p].recv.buffs[dev::kProtoSimple] = base + layout_.simpleOnlyBuffer(comm->connPlan, c, p);
-      WEFT_TRY(uploadSimpleBuffer(c, p, /*send=*/false));
+      if (!recvP2pOnly_[c][p]) continue;
+      setP2pOnlyBuffers(base + layout_.p2pOnlyBuffer(comm->connPlan, c, p), &devPeers_[c][p].recv);
+      WEFT_TRY(uploadP2pBuffers(c, p, /*send=*/false));
     }
     recvReady_[p] = true;
     --pending_;
-    WEFT_INFO(log::kP2p, "rank %d: made the Simple-only point-to-point connections from rank %d (%zu KiB)", comm->rank,
-              p, (size_t)offer.bytes >> 10);
+    WEFT_INFO(log::kP2p, "rank %d: made the point-to-point connections from rank %d (%zu KiB, %s)", comm->rank,
+              p, (size_t)offer.bytes >> 10, layout_.p2pLLStepBytes > 0 ? "Simple and LL" : "Simple");
   }
   return uploadStream_ ? runtime::streamSynchronize(uploadStream_) : ncclSuccess;
 }
@@ -422,9 +436,9 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
     if (sendReady_[p]) continue;
     const std::string from = describePeer(comm, p);
     const ConnectionPlan peerPlan = comm->connectionPlanOf(p);
-    SimpleOnlyOffer offer{};
+    P2pOnlyOffer offer{};
     WEFT_TRY(comm->bootstrap->recv(p, kOfferTag, &offer, sizeof(offer)));
-    const size_t expected = layout_.simpleOnlyTotal(peerPlan, me);
+    const size_t expected = layout_.p2pOnlyTotal(peerPlan, me);
     if (offer.magic != kOfferMagic || offer.receiver != p || offer.sender != me || offer.bytes != expected) {
       WEFT_WARN("rank %d: the point-to-point connection offer from %s is not what this rank expects (magic 0x%x, "
                 "ranks %d->%d, %llu bytes; expected %d->%d, %zu bytes)", me, from.c_str(), offer.magic, offer.sender,
@@ -433,16 +447,16 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
     }
     char* base = nullptr;
     if (viaNet(p)) {
-      WEFT_TRY(netConns_->connectSimpleOnly(peerPlan, p, &base));
+      WEFT_TRY(netConns_->connectP2pOnly(peerPlan, p, &base));
     } else if (viaShm(p)) {
-      WEFT_TRY(shm::MappedShm::open(offer.shm, from.c_str(), &simpleOnlyHostImported_[p]));
-      simpleOnlyHostImported_[p]->unlinkAsOnlyOpener();  // made for this rank alone
-      if (simpleOnlyHostImported_[p]->bytes() < expected) {
+      WEFT_TRY(shm::MappedShm::open(offer.shm, from.c_str(), &p2pOnlyHostImported_[p]));
+      p2pOnlyHostImported_[p]->unlinkAsOnlyOpener();  // made for this rank alone
+      if (p2pOnlyHostImported_[p]->bytes() < expected) {
         WEFT_WARN("rank %d: %s offered %zu bytes of host memory for point-to-point connections that need %zu", me,
-                  from.c_str(), simpleOnlyHostImported_[p]->bytes(), expected);
+                  from.c_str(), p2pOnlyHostImported_[p]->bytes(), expected);
         return ncclInternalError;
       }
-      base = simpleOnlyHostImported_[p]->devicePtr();
+      base = p2pOnlyHostImported_[p]->devicePtr();
     } else {
       WEFT_TRY(runtime::checkIpcMemDesc(offer.desc, from.c_str()));
       if (offer.desc.bytes < expected) {
@@ -450,7 +464,7 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
                   (unsigned long long)offer.desc.bytes, expected);
         return ncclInternalError;
       }
-      runtime::ImportedMem& imported = simpleOnlyImported_[p];
+      runtime::ImportedMem& imported = p2pOnlyImported_[p];
       if (offer.desc.kind == (uint32_t)runtime::MemKind::kCuMemFd) {
         util::UniqueFd fd;
         WEFT_TRY(endpoint_->recvFd(p, offer.desc.localId, deadline, &comm->abortRequested, &fd));
@@ -464,13 +478,13 @@ Status P2pConnections::acceptSends(ncclComm* comm, const std::vector<int>& recei
       }
     }
     for (int c = 0; c < comm->nChannels; ++c) {
-      if (!sendSimpleOnly_[c][p]) continue;
-      devPeers_[c][p].send.buffs[dev::kProtoSimple] = base + layout_.simpleOnlyBuffer(peerPlan, c, me);
-      WEFT_TRY(uploadSimpleBuffer(c, p, /*send=*/true));
+      if (!sendP2pOnly_[c][p]) continue;
+      setP2pOnlyBuffers(base + layout_.p2pOnlyBuffer(peerPlan, c, me), &devPeers_[c][p].send);
+      WEFT_TRY(uploadP2pBuffers(c, p, /*send=*/true));
     }
     sendReady_[p] = true;
     --pending_;
-    WEFT_INFO(log::kP2p, "rank %d: mapped the Simple-only point-to-point connections to rank %d", me, p);
+    WEFT_INFO(log::kP2p, "rank %d: mapped the point-to-point connections to rank %d", me, p);
   }
   return uploadStream_ ? runtime::streamSynchronize(uploadStream_) : ncclSuccess;
 }

@@ -5,11 +5,12 @@
 // peers in this process map it the same way when it is cuMem memory, so that each rank's memory
 // outlives every mapping of it regardless of destruction order.
 //
-// Simple-only connections (point-to-point between ranks that are no ring neighbours) get their
-// buffers on first use, as NCCL connects on first use (NCCL_RUNTIME_CONNECT=1, the default): at
-// the end of the first group whose point-to-point work between two ranks runs on them, the
-// receiver allocates one buffer for all of the sender's Simple-only channels and offers it (the
-// descriptor through the bootstrap, the fd through the fd endpoint); the sender maps it. Both
+// Point-to-point-only connections (for send/receive between ranks that are no ring neighbours:
+// connection_plan.h) get their buffers on first use, as NCCL connects on first use
+// (NCCL_RUNTIME_CONNECT=1, the default): at the end of the first group whose point-to-point work
+// between two ranks runs on them, the receiver allocates one buffer for all of the sender's
+// point-to-point-only channels and offers it (the descriptor through the bootstrap, the fd
+// through the fd endpoint); the sender maps it. Both
 // ends plan the same channels for a transfer (enqueue/planner.h), so both reach that group end.
 // The receiver never waits; the sender waits for the offer, within the setup deadline, giving up
 // on abort. NCCL_RUNTIME_CONNECT=0 makes every one of them at creation.
@@ -56,13 +57,13 @@ class P2pConnections {
   dev::DevPeer* deviceTable(int channel) const { return deviceTables_[channel]; }
   size_t bytesPerRank() const { return local_.bytes(); }
 
-  // Does point-to-point work on (channel, peer) need a Simple-only connection that is not made
-  // yet? Cheap: false at once when every Simple-only connection is made (or there are none).
+  // Does point-to-point work on (channel, peer) need a point-to-point-only connection that is not
+  // made yet? Cheap: false at once when every such connection is made (or there are none).
   bool sendNeedsConnect(int channel, int peer) const {
-    return pending_ > 0 && sendSimpleOnly_[channel][peer] && !sendReady_[peer];
+    return pending_ > 0 && sendP2pOnly_[channel][peer] && !sendReady_[peer];
   }
   bool recvNeedsConnect(int channel, int peer) const {
-    return pending_ > 0 && recvSimpleOnly_[channel][peer] && !recvReady_[peer];
+    return pending_ > 0 && recvP2pOnly_[channel][peer] && !recvReady_[peer];
   }
   bool anyPending() const { return pending_ > 0; }
   // Before a launch: the network proxy, if any, stops idling (NetConnections::wake).
@@ -73,8 +74,8 @@ class P2pConnections {
   p2p::FdEndpoint* endpoint() const { return endpoint_.get(); }
   // Zero-copy sharing of registered buffers with the peers (reg_sharing.h); null with one rank.
   p2p::RegSharing* sharing() const { return sharing_.get(); }
-  // First use, receiver side: allocates the buffers of each sender's Simple-only connections to
-  // this rank and offers them to it. Never waits for a peer.
+  // First use, receiver side: allocates the buffers of each sender's point-to-point-only
+  // connections to this rank and offers them to it. Never waits for a peer.
   [[nodiscard]] Status offerReceives(ncclComm* comm, const std::vector<int>& senders);
   // First use, sender side: maps each receiver's offer. Call after offerReceives on every
   // communicator of the group, since the offer may come from a rank that this thread drives.
@@ -90,8 +91,10 @@ class P2pConnections {
   char* localFor(int p) const;
   void buildDevPeers(const ncclComm* comm);
   [[nodiscard]] Status makeDeviceTables();
-  // devPeers_[channel][peer]'s Simple buffer of one direction to the device table (only that field).
-  [[nodiscard]] Status uploadSimpleBuffer(int channel, int peer, bool send);
+  // Points a point-to-point-only connection's protocol buffers into its staging buffer.
+  void setP2pOnlyBuffers(char* buffer, dev::ConnInfo* conn) const;
+  // devPeers_[channel][peer]'s buffers of one direction to the device table (only those fields).
+  [[nodiscard]] Status uploadP2pBuffers(int channel, int peer, bool send);
   // INFO: how many receive parts landed directly in registered buffers (the kernels' counts).
   void reportDirectReceives() const;
 
@@ -107,22 +110,22 @@ class P2pConnections {
   std::vector<std::vector<dev::DevPeer>> devPeers_;
   std::vector<dev::DevPeer*> deviceTables_;     // per channel, device memory
 
-  // Simple-only connections: [channel][peer] in each direction (the send side from the peer's
-  // plan), which peers' are made, and how many pairs-and-directions are still to make.
-  std::vector<std::vector<bool>> sendSimpleOnly_, recvSimpleOnly_;
+  // Point-to-point-only connections: [channel][peer] in each direction (the send side from the
+  // peer's plan), which peers' are made, and how many pairs-and-directions are still to make.
+  std::vector<std::vector<bool>> sendP2pOnly_, recvP2pOnly_;
   std::vector<bool> sendReady_, recvReady_;
   int pending_ = 0;
-  std::vector<runtime::ShareableAlloc> simpleOnlyLocal_;     // per sender: our buffers for it
-  std::vector<runtime::ImportedMem> simpleOnlyImported_;     // per receiver: its buffers for us
-  runtime::Stream uploadStream_ = nullptr;                   // device table updates
+  std::vector<runtime::ShareableAlloc> p2pOnlyLocal_;  // per sender: our buffers for it
+  std::vector<runtime::ImportedMem> p2pOnlyImported_;  // per receiver: its buffers for us
+  runtime::Stream uploadStream_ = nullptr;             // device table updates
 
   // SHM transport: per rank, whether it is reached through host shared memory; this rank's
   // connection memory for those peers (laid out as local_) and each such peer's, mapped here; the
-  // Simple-only buffers made on first use, per sender (ours) and per receiver (theirs).
+  // point-to-point-only buffers made on first use, per sender (ours) and per receiver (theirs).
   std::vector<bool> shm_;
   std::unique_ptr<shm::MappedShm> hostLocal_;
   std::vector<std::unique_ptr<shm::MappedShm>> hostPeers_;
-  std::vector<std::unique_ptr<shm::MappedShm>> simpleOnlyHostLocal_, simpleOnlyHostImported_;
+  std::vector<std::unique_ptr<shm::MappedShm>> p2pOnlyHostLocal_, p2pOnlyHostImported_;
 
   // Network transport: per rank, whether it is on another host; its connections (which keep their
   // receive side in hostLocal_). Destroyed first: its proxy thread writes into hostLocal_.
