@@ -169,6 +169,23 @@ inline bootstrap::Fd connectAsSender(Rank& rank, NetRecvSide side) {
   return fd;
 }
 
+// Rank 0's send side (channel 0, to rank 1) over a simulated sending GPU's memory `mem` (its tail,
+// step-size words, Simple slots and head), with LL slots when llStepBytes > 0.
+template <typename Mem>
+NetSendSide sendSideOver(Mem& mem, char* llSlots = nullptr, uint64_t llStepBytes = 0) {
+  NetSendSide side;
+  side.channel = 0;
+  side.peer = 1;
+  side.gpuTail = &mem.tail;
+  side.stepSizes = mem.sizes;
+  side.slots = mem.slots.data();
+  side.head = &mem.head;
+  side.stepBytes = mem.stepBytes;
+  side.llSlots = llSlots;
+  side.llStepBytes = llStepBytes;
+  return side;
+}
+
 // Rank 1's end of a send side's connection: it listens (with a small receive buffer when `tight`),
 // rank 0's proxy starts with `side` and connects, and rank 1 answers the expected hello.
 inline bootstrap::Fd acceptSender(Rank& rank, const NetSendSide& side, bool tight) {

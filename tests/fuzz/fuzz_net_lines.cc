@@ -428,17 +428,7 @@ void sendLines(uint8_t flags, uint8_t sizes, uint8_t writing, Cursor body) {
   // Lines per tick: 1 to 8, or a whole step at once.
   LinesSendMem mem(stepBytes, llStepBytes, writing & 8 ? UINT64_MAX : 1 + (writing & 7), writing >> 4);
   Rank rank;
-  NetSendSide side;
-  side.channel = 0;
-  side.peer = 1;
-  side.gpuTail = &mem.tail;
-  side.stepSizes = mem.sizes;
-  side.slots = mem.slots.data();
-  side.head = &mem.head;
-  side.stepBytes = stepBytes;
-  side.llSlots = mem.llSlots.data();
-  side.llStepBytes = llStepBytes;
-  bootstrap::Fd fd = acceptSender(rank, side, tight);
+  bootstrap::Fd fd = acceptSender(rank, sendSideOver(mem, mem.llSlots.data(), llStepBytes), tight);
 
   LinesReader reader(mem);
   reader.linesChecked = !(flags & kUngated);

@@ -228,15 +228,7 @@ void sendSide(uint8_t flags, uint64_t stepBytes, bool tight, uint64_t total, Cur
   const SendPlan plan = planSend(stream, total);
   SendMem mem(stepBytes);  // before the rank: outlives the proxy
   Rank rank;
-  NetSendSide side;
-  side.channel = 0;
-  side.peer = 1;
-  side.gpuTail = &mem.tail;
-  side.stepSizes = mem.sizes;
-  side.slots = mem.slots.data();
-  side.head = &mem.head;
-  side.stepBytes = stepBytes;
-  bootstrap::Fd fd = acceptSender(rank, side, tight);
+  bootstrap::Fd fd = acceptSender(rank, sendSideOver(mem), tight);
 
   FrameReader reader(mem);
   driveSendSide(flags, tight, stream, plan, rank, fd.get(), &mem.head, reader,
