@@ -70,11 +70,11 @@ std::string shmTag(const ncclComm* comm) {
 
 std::string describePeer(const ncclComm* comm, int p) { return core::describeRank(comm->peers[p]); }
 
-// ConnInfo::stepBytes of a point-to-point-only connection (conn_layout.h): Simple as everywhere,
-// LL where those connections have LL slots, no LL128.
-int p2pOnlyStepBytes(const ncclComm* comm, int proto) {
+// ConnInfo::stepBytes of a point-to-point-only connection laid out by `layout`: Simple as
+// everywhere, LL where those connections have LL slots, no LL128.
+int p2pOnlyStepBytes(const ncclComm* comm, const ConnLayout& layout, int proto) {
   if (proto == dev::kProtoSimple) return comm->protoStepBytes[proto];
-  return proto == dev::kProtoLL ? comm->p2pLLStepBytes : 0;
+  return proto == dev::kProtoLL ? layout.p2pLLStepBytes : 0;
 }
 
 }  // namespace
@@ -302,7 +302,7 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
         sendP2pOnly_[c][p] = later;
         sendLater[p] = sendLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
-          dp.send.stepBytes[proto] = later ? p2pOnlyStepBytes(comm, proto) : comm->protoStepBytes[proto];
+          dp.send.stepBytes[proto] = later ? p2pOnlyStepBytes(comm, layout_, proto) : comm->protoStepBytes[proto];
           if (later) continue;
           if (viaNet(p)) {  // into memory of ours that the proxy sends from (Simple and LL)
             if (proto == dev::kProtoSimple) dp.send.buffs[proto] = netConns_->sendSlots(c, p);
@@ -322,7 +322,7 @@ void P2pConnections::buildDevPeers(const ncclComm* comm) {
         recvLater[p] = recvLater[p] || later;
         for (int proto = 0; proto < dev::kNumProtos; ++proto) {
           dp.recv.buffs[proto] = later ? nullptr : local + layout_.recvBuffer(comm->connPlan, c, p) + layout_.protoOffset[proto];
-          dp.recv.stepBytes[proto] = later ? p2pOnlyStepBytes(comm, proto) : comm->protoStepBytes[proto];
+          dp.recv.stepBytes[proto] = later ? p2pOnlyStepBytes(comm, layout_, proto) : comm->protoStepBytes[proto];
         }
         dp.recv.tail = (volatile uint64_t*)(local + layout_.counterBlock(c, p) + kTailOffset);
         dp.recv.head = viaNet(p) ? netConns_->recvHead(c, p)
