@@ -198,7 +198,7 @@ Status exchangePeerInfo(ncclComm* comm) {
   }
   if (!allOnOneHost(comm->peers)) {
     std::string why;
-    if (!netTransportUsable(&why)) {
+    if (!chooseNetwork(comm, &why)) {
       for (const PeerInfo& p : comm->peers) {
         if (p.hostHash != me.hostHash) {
           WEFT_WARN("communicator creation: rank %d is on host %s and rank %d on host %s, and %s", me.rank,

@@ -21,6 +21,7 @@
 #include "graph/tuning_input.h"
 #include "graph/xml.h"
 #include "runtime/gpu.h"
+#include "transport/net/net_plugin.h"
 
 namespace weft::core {
 namespace {
@@ -169,12 +170,11 @@ void rankOrderRings(ncclComm* comm, int minChannels, int userMin) {
 
 }  // namespace
 
-bool netTransportUsable(std::string* why) {
-  const std::string net = param::getStr("NCCL_NET", "");
-  if (net.empty() || strcasecmp(net.c_str(), "Socket") == 0) return true;
-  *why = "NCCL_NET=" + net + " names a network weft does not have: weft reaches other hosts through its socket "
-         "transport only (unset NCCL_NET, or set it to Socket)";
-  return false;
+bool chooseNetwork(ncclComm* comm, std::string* why) {
+  transport::NetChoice choice;
+  if (!transport::netChoice(comm->config.netName, &choice, why)) return false;
+  comm->netPlugin = choice.plugin;
+  return true;
 }
 
 int channelFloor(int minChannels, int userMin, bool anyShm, int shmMinChannels) {
@@ -236,7 +236,7 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
   std::string netWhy;
   for (int p = 0; p < comm->nRanks; ++p) {
     if (p == comm->rank || row[p] == graph::TransportKind::P2p) continue;
-    if (row[p] == graph::TransportKind::Net && netTransportUsable(&netWhy)) {
+    if (row[p] == graph::TransportKind::Net && chooseNetwork(comm, &netWhy)) {
       comm->netPeers[p] = true;
       continue;
     }

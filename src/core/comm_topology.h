@@ -22,8 +22,9 @@ namespace weft::core {
 // memory (anyShm, from every rank's transport row, so all ranks agree).
 int channelFloor(int minChannels, int userMin, bool anyShm, int shmMinChannels);
 
-// Whether ranks on other hosts can be reached (weft's socket network transport, transport/net):
-// NCCL_NET unset or "Socket". Otherwise false with *why saying what to change.
-bool netTransportUsable(std::string* why);
+// Whether ranks on other hosts can be reached, and how (comm->netPlugin, by the communicator's
+// NCCL_NET / ncclConfig_t.netName: transport/net/net_plugin.h netChoice). Otherwise false with *why
+// saying what to change.
+bool chooseNetwork(ncclComm* comm, std::string* why);
 
 }  // namespace weft::core

@@ -24,7 +24,7 @@
 #include "transport/connection_plan.h"
 
 namespace weft::bootstrap { class Bootstrap; }
-namespace weft::transport { class P2pConnections; }
+namespace weft::transport { class P2pConnections; class NetPlugin; }
 namespace weft::core {
 struct PeerInfo;
 class CallChecker;
@@ -97,9 +97,12 @@ struct ncclComm {
   std::vector<bool> shmPeers;
   // Per rank: on another host, reached through the network (transport/net); anyNet: some pair of
   // the communicator is (every rank knows it alike), which limits every rank to what the network
-  // transport carries (Simple; see core/comm_init.cc).
+  // transport carries (Simple and LL; see core/comm_init.cc).
   std::vector<bool> netPeers;
   bool anyNet = false;
+  // With anyNet: the network plugin that carries it (NCCL_NET, NCCL_NET_PLUGIN), or null for weft's
+  // socket transport (core::chooseNetwork).
+  const weft::transport::NetPlugin* netPlugin = nullptr;
   std::unique_ptr<weft::transport::P2pConnections> p2p;
   int stepBytes = 0;                                 // Simple (== protoStepBytes[kProtoSimple])
   int protoStepBytes[weft::dev::kNumProtos] = {};     // ConnInfo.stepBytes of every connection

@@ -85,12 +85,14 @@ constexpr int kCounterLineWords = 16;
 // receiver's memory).
 constexpr int kOfferSeqWord = 1, kOfferTokenWord = 2, kOfferOffsetWord = 3, kOfferBytesWord = 4;
 constexpr int kMarkerWord = 1, kDirectCountWord = 2;
-// The sender's Simple step sizes, in its head line: step s's word at kStepSizeWord + s % kSteps,
-// stored before the step's tail. The network proxy sends that many bytes of the slot (a peer through
-// GPU or shared memory reads only what its work says; the store stays in the sender's own memory).
-// The word carries the low 32 bits of step + 1 above its byte count: LL steps share the
-// connection's step counter but store no size, so the proxy tells a Simple step by this tag (a
-// word still zero, as the line starts, names no step below 2^32 - 1).
+// The sender's step sizes, in its head line: step s's word at kStepSizeWord + s % kSteps. A
+// Simple step's is stored before its tail; the network proxy sends that many bytes of the slot (a
+// peer through GPU or shared memory reads only what its work says; the store stays in the sender's
+// own memory). The word carries the low 32 bits of step + 1 above its byte count, so that the proxy
+// tells which step a word is for (a word still zero, as the line starts, names no step below
+// 2^32 - 1). An LL step, which publishes no tail, stores its payload bytes with kLLSizeBit set, in
+// no order with its lines: the plugin proxy (proxy/plugin_proxy.h) sends an LL step once all its
+// lines carry their flags; the socket proxy sends lines as they appear and skips these words.
 constexpr int kStepSizeWord = 8;
 static_assert(kStepSizeWord > kOfferBytesWord && kStepSizeWord + kSteps <= kCounterLineWords,
               "step sizes fit the line");
@@ -101,7 +103,10 @@ WEFT_HD uint64_t stepSizeWord(uint64_t step, uint64_t bytes) {
 WEFT_HD bool stepSizeWordIsFor(uint64_t word, uint64_t step) {
   return (word >> kStepTagShift) == ((step + 1) & 0xffffffffu);
 }
-WEFT_HD uint64_t stepSizeWordBytes(uint64_t word) { return word & 0xffffffffu; }
+constexpr uint64_t kLLSizeBit = 1ull << 31;  // Simple steps are far below 2 GiB
+WEFT_HD uint64_t llStepSizeWord(uint64_t step, uint64_t bytes) { return stepSizeWord(step, bytes | kLLSizeBit); }
+WEFT_HD bool stepSizeWordIsLL(uint64_t word) { return (word & kLLSizeBit) != 0; }
+WEFT_HD uint64_t stepSizeWordBytes(uint64_t word) { return word & (kLLSizeBit - 1); }
 
 // Zero-copy point-to-point (algo/p2p_direct.cuh): registrations (ncclCommRegister) that a peer
 // shared with this rank, mapped here: where this rank may write what it sends to that peer. A slot

@@ -211,7 +211,7 @@ bool NetProxy::prepareSteps(SendConn& c, uint64_t tail) {
     // meanwhile for step s + kSteps (the LL step's credit can come before this proxy reads the
     // tail past it): a plain 8-byte load, either value naming another step.
     const uint64_t word = __atomic_load_n(&c.side.stepSizes[s % kSteps], __ATOMIC_RELAXED);
-    if (!dev::stepSizeWordIsFor(word, s)) continue;       // an LL step: its lines go by their flags
+    if (!dev::stepSizeWordIsFor(word, s) || dev::stepSizeWordIsLL(word)) continue;  // LL: lines go by their flags
     const uint64_t bytes = dev::stepSizeWordBytes(word);
     if (bytes > c.side.stepBytes) {
       return fail(ncclInternalError, cfg_.rank, "%s: step %llu has %llu bytes, more than the %llu-byte slot",
@@ -418,13 +418,17 @@ bool NetProxy::sendCredit(RecvConn& c, bool* moved) {
   return true;
 }
 
-bool NetProxy::fail(Status code, int culprit, const char* fmt, ...) {
+void detail::warnStop(const char* fmt, va_list args) {
   char text[1024];
+  vsnprintf(text, sizeof(text), fmt, args);
+  WEFT_WARN("%s; this rank's network transfers stop", text);
+}
+
+bool NetProxy::fail(Status code, int culprit, const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
-  vsnprintf(text, sizeof(text), fmt, args);
+  detail::warnStop(fmt, args);
   va_end(args);
-  WEFT_WARN("%s; this rank's network transfers stop", text);
   failed_.store(true);
   announceFailure(culprit);
   shutdownAll();

@@ -2,9 +2,11 @@
 // per-connection state and a few helpers. Not for use outside src/proxy.
 #pragma once
 
+#include <cstdarg>
 #include <string>
 #include <vector>
 
+#include "device/work_math.h"
 #include "proxy/net_proxy.h"
 
 namespace weft::proxy::detail {
@@ -19,6 +21,32 @@ inline void storeRelease(volatile uint64_t* p, uint64_t v) { __atomic_store_n(p,
 
 // A (channel, peer) pair as one number, for lookups.
 inline int64_t key(int channel, int peer) { return (int64_t)channel << 32 | (uint32_t)peer; }
+
+// An LL line is {data, flag, data, flag} in 32-bit words, stored by the GPU in one 16-byte store.
+// What another agent sees of it is only promised in aligned 8-byte parts, each a {data, flag} pair:
+// the line is here once both parts carry the flag.
+constexpr uint64_t kLine = dev::kLLLineBytes;
+inline bool lineCarries(const char* line, uint32_t flag) {
+  const uint64_t lo = __atomic_load_n(reinterpret_cast<const uint64_t*>(line), __ATOMIC_ACQUIRE);
+  const uint64_t hi = __atomic_load_n(reinterpret_cast<const uint64_t*>(line + 8), __ATOMIC_ACQUIRE);
+  return (uint32_t)(lo >> 32) == flag && (uint32_t)(hi >> 32) == flag;
+}
+// Lines of `slot` from `from` on that carry `flag`, up to the first that does not (or `lines`).
+inline uint64_t flaggedRunEnd(const char* slot, uint64_t from, uint64_t lines, uint32_t flag) {
+  uint64_t end = from;
+  while (end < lines && lineCarries(slot + end * kLine, flag)) ++end;
+  return end;
+}
+// Checked lines into a receiving GPU's slot: each {data, flag} pair in one 8-byte store, so that the
+// GPU never sees a flag with the data of an earlier step.
+void storeLines(char* dst, const char* lines, uint64_t bytes);
+// The receiving GPU rewrites its slot's flags after step s where llWipeAfter(s), so that no line
+// keeps a flag long enough (2^32 steps) to pass for a later step's; the sender's slot, which a proxy
+// reads, gets the same from that proxy, before the credit that lets the GPU write it again.
+void wipeLLSlot(char* slot, uint64_t bytes, uint64_t step);
+
+// The proxies' failure WARN: the text, then "; this rank's network transfers stop".
+void warnStop(const char* fmt, va_list args);
 
 std::string ioWhy(bootstrap::Io io, int err);
 Status codeOf(bootstrap::Io io);

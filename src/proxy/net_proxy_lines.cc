@@ -11,28 +11,8 @@ namespace weft::proxy {
 
 using detail::kSteps;
 using ull = detail::ull;
-
-namespace {
-
-constexpr uint64_t kLine = dev::kLLLineBytes;
-
-// An LL line is {data, flag, data, flag} in 32-bit words, stored by the GPU in one 16-byte store.
-// What another agent sees of it is only promised in aligned 8-byte parts, each a {data, flag} pair:
-// the line is here once both parts carry the flag.
-bool lineCarries(const char* line, uint32_t flag) {
-  const uint64_t lo = __atomic_load_n(reinterpret_cast<const uint64_t*>(line), __ATOMIC_ACQUIRE);
-  const uint64_t hi = __atomic_load_n(reinterpret_cast<const uint64_t*>(line + 8), __ATOMIC_ACQUIRE);
-  return (uint32_t)(lo >> 32) == flag && (uint32_t)(hi >> 32) == flag;
-}
-
-// Lines of `slot` from `from` on that carry `flag`, up to the first that does not.
-uint64_t flaggedRunEnd(const char* slot, uint64_t from, uint64_t lines, uint32_t flag) {
-  uint64_t end = from;
-  while (end < lines && lineCarries(slot + end * kLine, flag)) ++end;
-  return end;
-}
-
-}  // namespace
+using detail::flaggedRunEnd;
+using detail::kLine;
 
 // The GPU may write steps [head, head + kSteps) (head: the credit it sees), each into its slot from
 // line 0 on (a step of n payload bytes fills lines [0, ceil(n / 8)), every step at least one line),
@@ -79,33 +59,39 @@ bool NetProxy::linesPending(const SendConn& c) const {
   return false;
 }
 
-// The receiving GPU rewrites its slot's flags after step s where llWipeAfter(s), so that no line
-// keeps a flag long enough (2^32 steps) to pass for a later step's; the sender's slot, which this
-// proxy reads, gets the same, here: the GPU writes it again only after the credit that follows.
 void NetProxy::wipeLines(SendConn& c, uint64_t step) {
-  char* slot = c.side.llSlots + (step % kSteps) * c.side.llStepBytes;
-  const uint64_t word = (uint64_t)dev::llWipeFlag(step) << 32;
-  for (uint64_t at = 0; at < c.side.llStepBytes; at += 8) {
-    __atomic_store_n(reinterpret_cast<uint64_t*>(slot + at), word, __ATOMIC_RELAXED);
-  }
+  detail::wipeLLSlot(c.side.llSlots + (step % kSteps) * c.side.llStepBytes, c.side.llStepBytes, step);
 }
 
 // The lines' flags are checked first (a wrong one would leave the GPU waiting, or pass a wrong
-// step's data); each {data, flag} pair then lands in one 8-byte store, so that the GPU never sees a
-// flag with the data of an earlier step.
+// step's data), then they land.
 bool NetProxy::landLines(RecvConn& c) {
   std::string why;
   if (checkLines(c.lines.data(), c.hdr.bytes, c.hdr.step, c.what.c_str(), &why) != ncclSuccess) {
     return fail(ncclRemoteError, c.side.peer, "%s", why.c_str());
   }
-  char* dst = c.side.llSlots + (c.hdr.step % kSteps) * c.side.llStepBytes + c.hdr.offset;
-  for (uint64_t at = 0; at < c.hdr.bytes; at += 8) {
-    uint64_t word;
-    memcpy(&word, c.lines.data() + at, sizeof(word));
-    __atomic_store_n(reinterpret_cast<uint64_t*>(dst + at), word, __ATOMIC_RELAXED);
-  }
+  detail::storeLines(c.side.llSlots + (c.hdr.step % kSteps) * c.side.llStepBytes + c.hdr.offset, c.lines.data(),
+                     c.hdr.bytes);
   linesReceived_.fetch_add(c.hdr.bytes / kLine, std::memory_order_release);
   return true;
 }
 
+namespace detail {
+
+void storeLines(char* dst, const char* lines, uint64_t bytes) {
+  for (uint64_t at = 0; at < bytes; at += 8) {
+    uint64_t word;
+    memcpy(&word, lines + at, sizeof(word));
+    __atomic_store_n(reinterpret_cast<uint64_t*>(dst + at), word, __ATOMIC_RELAXED);
+  }
+}
+
+void wipeLLSlot(char* slot, uint64_t bytes, uint64_t step) {
+  const uint64_t word = (uint64_t)dev::llWipeFlag(step) << 32;
+  for (uint64_t at = 0; at < bytes; at += 8) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(slot + at), word, __ATOMIC_RELAXED);
+  }
+}
+
+}  // namespace detail
 }  // namespace weft::proxy

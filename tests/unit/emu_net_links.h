@@ -3,7 +3,9 @@
 // Simple and LL slots and its tail into image memory of its own and finds its credits and step
 // sizes in its head line; the receiver's proxy fills its slots (Simple steps and their tail, LL
 // lines by their flags), and its kernel's head goes to an image line. LL runs where the links
-// have LL buffers; LL128 does not cross hosts.
+// have LL buffers; LL128 does not cross hosts. With a network plugin (transport/net/net_plugin.h),
+// plugin proxies (proxy/plugin_proxy.h) carry the links instead, each receiver's listen info handed
+// to its sender as the bootstrap would.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,12 +20,24 @@
 
 #include "emu_launch.h"
 #include "proxy/net_proxy.h"
+#include "proxy/plugin_proxy.h"
 
 namespace weft::dev::emutest {
 
+// The test plugin at WEFT_NET_PLUGIN_DIR/file, loaded once per process (the library stays loaded).
+inline const transport::NetPlugin* testPlugin(const std::string& file) {
+  transport::NetPlugin* plugin = nullptr;
+  std::string why;
+  EXPECT_EQ(transport::NetPlugin::loadForTest(std::string(WEFT_NET_PLUGIN_DIR) + "/" + file, &plugin, &why),
+            ncclSuccess) << why;
+  return plugin;
+}
+
 class ProxiedLinks {
  public:
-  ProxiedLinks(EmuRingComm& comm, std::function<void(int rank)> onFailure) : comm_(comm), proxies_(comm.nRanks()) {
+  ProxiedLinks(EmuRingComm& comm, std::function<void(int rank)> onFailure,
+               const transport::NetPlugin* plugin = nullptr)
+      : comm_(comm), proxies_(comm.nRanks()), pluginProxies_(comm.nRanks()) {
     const int n = comm.nRanks();
     std::vector<proxy::ListenerDesc> descs(n);
     for (int r = 0; r < n; r++) {
@@ -35,6 +49,10 @@ class ProxiedLinks {
       cfg.abortRequested = &abort_;
       cfg.onFailure = [onFailure, r](ncclResult_t) { onFailure(r); };
       cfg.setupTimeoutSec = 20;
+      if (plugin != nullptr) {
+        EXPECT_EQ(proxy::PluginProxy::create(cfg, plugin, 0, &pluginProxies_[r]), ncclSuccess);
+        continue;
+      }
       EXPECT_EQ(proxy::NetProxy::listen(cfg, bootstrap::SocketAddress::loopback(AF_INET), &proxies_[r]), ncclSuccess);
       descs[r] = proxies_[r]->desc();
     }
@@ -69,12 +87,26 @@ class ProxiedLinks {
         }
     std::vector<std::thread> starts;
     std::vector<Status> started(n, ncclInternalError);
-    for (int r = 0; r < n; r++)
+    std::vector<std::vector<proxy::PluginConnectInfo>> listened(n), infos(n);  // outlive the threads
+    if (plugin != nullptr) {
+      for (int r = 0; r < n; r++) EXPECT_EQ(pluginProxies_[r]->listen(recvs[r], &listened[r]), ncclSuccess);
+      for (int s = 0; s < n; s++)
+        for (const proxy::NetSendSide& send : sends[s])
+          for (const proxy::PluginConnectInfo& info : listened[send.peer])
+            if (info.sender == s && info.channel == send.channel) infos[s].push_back(info);
+      for (int r = 0; r < n; r++)
+        starts.emplace_back([&, r] { started[r] = pluginProxies_[r]->start(sends[r], infos[r]); });
+    }
+    for (int r = 0; r < n && plugin == nullptr; r++)
       starts.emplace_back([&, r] { started[r] = proxies_[r]->start(sends[r], recvs[r], descs); });
     for (auto& t : starts) t.join();
     for (int r = 0; r < n; r++) EXPECT_EQ(started[r], ncclSuccess) << "rank " << r;
   }
-  ~ProxiedLinks() { abort_.store(true); }
+  ~ProxiedLinks() {  // the proxies go first: their threads read the slots
+    abort_.store(true);
+    proxies_.clear();
+    pluginProxies_.clear();
+  }
 
   // Credits travel after the kernels end: wait until every sender has them all (up to 10 s).
   // tailExact: as EmuRingComm::checkLinks (only Simple steps move the tail).
@@ -87,19 +119,22 @@ class ProxiedLinks {
   }
   uint64_t stepsReceived() const {
     uint64_t t = 0;
-    for (const auto& p : proxies_) t += p->stepsReceived();
+    for (const auto& p : proxies_) t += p ? p->stepsReceived() : 0;
+    for (const auto& p : pluginProxies_) t += p ? p->stepsReceived() : 0;
     return t;
   }
   uint64_t linesReceived() const {
     uint64_t t = 0;
-    for (const auto& p : proxies_) t += p->linesReceived();
+    for (const auto& p : proxies_) t += p ? p->linesReceived() : 0;
+    for (const auto& p : pluginProxies_) t += p ? p->linesReceived() : 0;
     return t;
   }
 
  private:
   EmuRingComm& comm_;
   std::atomic<bool> abort_{false};
-  std::vector<std::unique_ptr<proxy::NetProxy>> proxies_;
+  std::vector<std::unique_ptr<proxy::NetProxy>> proxies_;  // one of the two
+  std::vector<std::unique_ptr<proxy::PluginProxy>> pluginProxies_;
   std::vector<AlignedBytes> slots_;
   std::vector<std::vector<uint64_t>> lines_;
 };

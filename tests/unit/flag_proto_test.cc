@@ -322,11 +322,11 @@ TEST(FlagProtoEmu, ProtocolsAlternateOnOneConnection) {
 // The same through network proxies (emu_net_links.h), Simple and LL (LL128 does not cross hosts):
 // the send proxy tells the Simple steps below the tail by their tagged size words and finds the LL
 // steps' lines by their flags; the receive proxy lands both where the kernel looks for them.
-TEST(FlagProtoEmu, SimpleAndLLAlternateThroughNetworkProxies) {
+void alternateThroughProxies(const transport::NetPlugin* plugin) {
   std::mt19937 rng(7);
   EmuComm comm(3, 2);
   std::atomic<int> failures{0};
-  ProxiedLinks links(comm, [&](int) { failures++; });
+  ProxiedLinks links(comm, [&](int) { failures++; }, plugin);
   for (int round = 0; round < 2; round++)
     for (int p : {kProtoLL, kProtoSimple, kProtoLL, kProtoLL, kProtoSimple}) {
       std::vector<Coll> colls;
@@ -346,18 +346,29 @@ TEST(FlagProtoEmu, SimpleAndLLAlternateThroughNetworkProxies) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+TEST(FlagProtoEmu, SimpleAndLLAlternateThroughNetworkProxies) { alternateThroughProxies(nullptr); }
+
+// The same through a network plugin (the test plugin, tests/unit/net_plugin: TCP over loopback)
+// and the plugin proxy: each step one message, LL steps found by their size words and flags.
+TEST(FlagProtoEmu, SimpleAndLLAlternateThroughPluginProxies) {
+  const transport::NetPlugin* plugin = emutest::testPlugin("libnccl-net-weftloop.so");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->version(), 10);
+  alternateThroughProxies(plugin);
+}
+
 // Point-to-point on LL through network proxies, as a communicator with network peers runs its
 // small transfers (planner.h p2pLLOnPeerChannels): channel 1's connections have the smallest LL
 // slots (256 B, as point-to-point-only connections have small ones) while channel 0 keeps the
 // usual ones, so each end must take its step from its own connection. A pair's 2.5 KB per channel
 // wraps channel 1's slots twice: credits come back through the proxies. Alternates with Simple.
-TEST(FlagProtoEmu, LLPointToPointThroughNetworkProxiesOnSlotsOfTwoSizes) {
+void llPointToPointOnSlotsOfTwoSizes(const transport::NetPlugin* plugin) {
   EmuComm comm(3, 2);
   for (int s = 0; s < 3; s++)
     for (int r = 0; r < 3; r++)
       if (s != r) comm.devPeer(s, 1, r).send.stepBytes[kProtoLL] = comm.devPeer(r, 1, s).recv.stepBytes[kProtoLL] = 256;
   std::atomic<int> failures{0};
-  ProxiedLinks links(comm, [&](int) { failures++; });
+  ProxiedLinks links(comm, [&](int) { failures++; }, plugin);
   for (int round = 0; round < 2; round++)
     for (int p : {kProtoLL, kProtoSimple, kProtoLL}) {
       emutest::AllToAll a2a(3, 2, 5001 - 2000 * round, 1 + round, 3, 0);
@@ -369,6 +380,16 @@ TEST(FlagProtoEmu, LLPointToPointThroughNetworkProxiesOnSlotsOfTwoSizes) {
   EXPECT_GT(comm.step(1, 0, 1), 2u * 2 * kSteps) << "channel 1's LL steps wrapped its slots";
   EXPECT_GT(links.linesReceived(), 0u);
   EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(FlagProtoEmu, LLPointToPointThroughNetworkProxiesOnSlotsOfTwoSizes) { llPointToPointOnSlotsOfTwoSizes(nullptr); }
+
+// The same through a version-8 plugin (int sizes in isend/irecv).
+TEST(FlagProtoEmu, LLPointToPointThroughAVersion8PluginOnSlotsOfTwoSizes) {
+  const transport::NetPlugin* plugin = emutest::testPlugin("libnccl-net-weftloop8.so");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->version(), 8);
+  llPointToPointOnSlotsOfTwoSizes(plugin);
 }
 
 // A rank waits for a peer that never sends; the abort flag must end every thread's wait.

@@ -8,6 +8,7 @@
 #include "core/comm_topology.h"
 #include "core/param.h"
 #include "graph/transport_choice.h"
+#include "transport/net/net_plugin.h"
 #include "graph_test_util.h"
 #include "test_env.h"
 
@@ -171,25 +172,21 @@ TEST(ShmChannels, OnlyWeftsOwnFloorDropsForHostMemoryHops) {
   EXPECT_EQ(core::channelFloor(32, 1, true, 0), 1) << "a zero setting still builds one channel";
 }
 
-// Ranks on other hosts go through weft's socket transport: NCCL_NET unset or "Socket" (any case);
-// a network weft does not have is refused with a reason that names the setting.
+// Ranks on other hosts go through weft's socket transport when NCCL_NET is unset or "Socket" (any
+// case) and no network plugin is loaded (none is, in this process: NCCL_NET_PLUGIN is unset and no
+// libnccl-net.so is on the loader's path); a network weft does not have is refused with a reason
+// that names the setting.
 TEST(NetTransportSetting, SocketOrUnsetReachesOtherHosts) {
   std::string why;
-  {
-    test::ScopedEnv env;
-    env.unset("NCCL_NET");
-    EXPECT_TRUE(core::netTransportUsable(&why));
-  }
-  {
-    test::ScopedEnv env;
-    env.set("NCCL_NET", "socket");
-    EXPECT_TRUE(core::netTransportUsable(&why));
-  }
-  test::ScopedEnv env;
-  env.set("NCCL_NET", "IB");
-  EXPECT_FALSE(core::netTransportUsable(&why));
+  transport::NetChoice choice;
+  EXPECT_TRUE(transport::netChoice("", &choice, &why));
+  EXPECT_EQ(choice.plugin, nullptr);
+  EXPECT_TRUE(transport::netChoice("socket", &choice, &why));
+  EXPECT_EQ(choice.plugin, nullptr);
+  EXPECT_FALSE(transport::netChoice("IB", &choice, &why));
   EXPECT_NE(why.find("NCCL_NET=IB"), std::string::npos) << why;
   EXPECT_NE(why.find("Socket"), std::string::npos) << why;
+  EXPECT_NE(why.find("NCCL_NET_PLUGIN"), std::string::npos) << why;
 }
 
 }  // namespace

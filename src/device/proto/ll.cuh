@@ -96,7 +96,14 @@ class LLPrims : public FlagLink, public FlagPrimsApi<LLPrims<Fn>> {
       flagLocal(fn_, ops, tid_, nThreads_, in, out, nBytes);
       return;
     }
-    if (ops & kFlagSend) waitSend();
+    if (ops & kFlagSend) {
+      waitSend();
+      // The step's size for a network plugin's proxy (abi.h kStepSizeWord); a relaxed store, no
+      // fence: that proxy waits for the lines' flags as well.
+      if (tid_ == 0 && !aborted()) {
+        arch::stRelaxedSys(sendHead_ + kStepSizeWord + sendStep_ % kSteps, llStepSizeWord(sendStep_, nBytes));
+      }
+    }
     const uint32_t recvFlag = llFlag(recvStep_), sendFlag = llFlag(sendStep_);
     const char* rslot = recvBuff_ + (recvStep_ % kSteps) * stepBytes_;
     char* sslot = sendBuff_ + (sendStep_ % kSteps) * stepBytes_;

@@ -1,5 +1,6 @@
 // The network transport of one communicator: connections with ranks on other hosts, as the GPU
-// sees them, and the proxy thread (proxy/net_proxy.h) that moves their bytes over TCP.
+// sees them, and the proxy thread that moves their bytes: weft's own over TCP (proxy/net_proxy.h),
+// or one that drives a network plugin (proxy/plugin_proxy.h: comm->netPlugin, net_plugin.h).
 //
 // The kernels run the same Simple and LL code as for a peer in the same host; only the memory differs.
 // A peer on another host has no memory this GPU can reach, so each end works in host memory of
@@ -17,7 +18,9 @@
 // point-to-point-only ones (Simple, and small LL slots: conn_layout.h) on first use, as with the
 // other transports (P2pConnections::offerReceives / acceptSends): the receiver makes their memory
 // and declares them to its proxy before it sends its offer; the sender, holding the offer, makes
-// its image slots and connects.
+// its image slots and connects. With a plugin, each receive side's listen handle reaches its sender
+// through the bootstrap: at creation for the connections made then, and just before the offer for
+// those made on first use. Every rank checks at creation that all use the same network.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +29,13 @@
 
 #include "core/status.h"
 #include "proxy/net_proxy.h"
+#include "proxy/plugin_proxy.h"
 #include "transport/connection_plan.h"
 #include "transport/p2p/conn_layout.h"
 #include "transport/shm/mapped_shm.h"
 
 struct ncclComm;
+namespace weft::bootstrap { class Bootstrap; }
 
 namespace weft::transport {
 
@@ -78,6 +83,17 @@ class NetConnections {
   proxy::NetSendSide p2pOnlySendSide(int channel, int peer, char* buffer) const;
   proxy::NetRecvSide p2pOnlyRecvSide(int channel, int peer, char* buffer) const;
   [[nodiscard]] Status makeHostMemory(const char* kind, int peer, size_t bytes, std::unique_ptr<shm::MappedShm>* out);
+  // The socket proxy's or the plugin proxy's setup of the connections made at creation.
+  [[nodiscard]] Status startSocketProxy(ncclComm* comm, const proxy::NetProxyConfig& cfg,
+                                        const std::vector<proxy::NetSendSide>& sends,
+                                        const std::vector<proxy::NetRecvSide>& recvs);
+  [[nodiscard]] Status startPluginProxy(ncclComm* comm, const proxy::NetProxyConfig& cfg,
+                                        const std::vector<proxy::NetSendSide>& sends,
+                                        const std::vector<proxy::NetRecvSide>& recvs);
+  // Plugin: the listen infos of `recvs` to their sender `peer`, and those of `sends` from `peer`.
+  [[nodiscard]] Status sendInfos(int peer, int tag, const std::vector<proxy::PluginConnectInfo>& infos);
+  [[nodiscard]] Status recvInfos(int peer, int tag, const std::vector<proxy::NetSendSide>& sends,
+                                 std::vector<proxy::PluginConnectInfo>* infos);
 
   ConnLayout layout_;
   int rank_ = -1;
@@ -91,7 +107,11 @@ class NetConnections {
   std::vector<std::unique_ptr<shm::MappedShm>> firstUseRecv_, firstUseSend_;
   std::vector<size_t> sendSlotsOffset_;  // per (channel, peer): where its send slots start in image_
   int nSends_ = 0, nRecvs_ = 0;
-  std::unique_ptr<proxy::NetProxy> proxy_;
+  bootstrap::Bootstrap* bootstrap_ = nullptr;
+  std::vector<std::string> peerNames_;  // "rank 3 (pid 77 on node-b)" by rank, for messages
+  std::string proxyText_;               // the proxy, for the log
+  std::unique_ptr<proxy::NetProxy> proxy_;  // one of the two
+  std::unique_ptr<proxy::PluginProxy> pluginProxy_;
 };
 
 }  // namespace weft::transport
