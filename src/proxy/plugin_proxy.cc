@@ -136,11 +136,14 @@ PluginProxy::~PluginProxy() {
   closeAll(/*incomingToo=*/true);
 }
 
+std::string PluginProxy::peerName(int peer) const {
+  return peer >= 0 && (size_t)peer < cfg_.peerNames.size() && !cfg_.peerNames[peer].empty()
+             ? cfg_.peerNames[peer] : "rank " + std::to_string(peer);
+}
+
 std::string PluginProxy::describe(int channel, bool send, int peer) const {
-  std::string name = peer >= 0 && (size_t)peer < cfg_.peerNames.size() && !cfg_.peerNames[peer].empty()
-                         ? cfg_.peerNames[peer] : "rank " + std::to_string(peer);
   return "net proxy (rank " + std::to_string(cfg_.rank) + ", plugin " + plugin_->name() + "), channel " +
-         std::to_string(channel) + (send ? ", sending to peer " : ", receiving from peer ") + name;
+         std::to_string(channel) + (send ? ", sending to peer " : ", receiving from peer ") + peerName(peer);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -532,9 +535,10 @@ bool PluginProxy::deliver(RecvConn& c, uint64_t s, size_t bytes) {
     }
     if (n.magic == kFailMagic) {
       const bool other = n.culprit >= 0 && n.culprit < cfg_.nRanks && n.culprit != c.side.peer;
+      const std::string whose = other ? peerName(n.culprit) + "'s" : "its";
       return fail(ncclRemoteError, other ? n.culprit : c.side.peer, "%s: the peer stopped its network transfers %s - "
                   "check %s log", c.what.c_str(), other ? "after its connection with another rank failed"
-                  : "on a failure of its own", other ? ("rank " + std::to_string(n.culprit) + "'s").c_str() : "its");
+                  : "on a failure of its own", whose.c_str());
     }
   }
   if (bytes % kPad == sizeof(LinesTrailer) && c.side.llStepBytes != 0 && bytes > kPad &&

@@ -95,6 +95,7 @@ class PluginProxy {
   struct RecvConn;
 
   PluginProxy(const NetProxyConfig& cfg, const transport::NetPlugin* plugin, int device);
+  std::string peerName(int peer) const;
   std::string describe(int channel, bool send, int peer) const;
   Status makeSends(const std::vector<NetSendSide>& sends, const std::vector<PluginConnectInfo>& infos,
                    std::vector<std::unique_ptr<SendConn>>* out) const;

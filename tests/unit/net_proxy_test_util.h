@@ -120,7 +120,7 @@ inline std::string runSenderGpu(SendMem& m, uint64_t steps, uint32_t seed, uint6
     uint64_t n = stepSize(s, m.stepBytes, seed);
     char* slot = m.slots.data() + (s % kSteps) * m.stepBytes;
     for (uint64_t i = 0; i < n; ++i) slot[i] = byteAt(s, i, seed);
-    m.sizes[s % kSteps] = dev::stepSizeWord(s, n);
+    __atomic_store_n(&m.sizes[s % kSteps], dev::stepSizeWord(s, n), __ATOMIC_RELAXED);  // the GPU's relaxed store
     storeRel(&m.tail, s + 1);
   }
   return "";

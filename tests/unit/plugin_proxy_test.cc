@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "net_proxy_test_util.h"
+#include "device/work_math.h"
 #include "proxy/plugin_proxy.h"
 #include "test_env.h"
 #include "transport/net/net_plugin.h"
@@ -200,8 +202,80 @@ TEST(PluginProxy, AFailedSendFailsBothEndsNamingThePeer) {
   EXPECT_NE(ranks[1]->lastError.find("receiving from peer rank 0 (node-0)"), std::string::npos)
       << ranks[1]->lastError;
   EXPECT_LE(ranks[1]->proxy->stepsReceived(), 30u);
+  ranks.clear();  // first: a change of the environment makes the log read its settings again
   env.unset("WEFT_LOOP_NET_FAIL_AFTER_SENDS");
   ASSERT_NE(load("libnccl-net-weftloop.so"), nullptr);  // the plugin's settings back to normal
+}
+
+// A peer that sends raw plugin messages (not a PluginProxy) to rank 1's receive side on channel 0,
+// which has LL slots of 256 bytes: every malformed message fails the receiver with a message that
+// says what was wrong, naming the peer, and nothing lands outside the slots.
+TEST(PluginProxy, MalformedMessagesFailTheReceiverSayingWhy) {
+  const NetPlugin* plugin = load("libnccl-net-weftloop.so");
+  ASSERT_NE(plugin, nullptr);
+  struct Case {
+    const char* what;
+    std::vector<char> message;
+    const char* expect;
+  };
+  auto lines = [](uint64_t step, int n, uint32_t trailerMagic, uint32_t trailerStep, bool goodFlags) {
+    std::vector<char> m(16 * n + 8, 0);
+    for (int i = 0; i < n; ++i) {
+      const uint32_t words[4] = {(uint32_t)i, goodFlags ? dev::llFlag(step) : 7u, (uint32_t)i + 1, dev::llFlag(step)};
+      memcpy(m.data() + 16 * i, words, 16);
+    }
+    memcpy(m.data() + 16 * n, &trailerMagic, 4);
+    memcpy(m.data() + 16 * n + 4, &trailerStep, 4);
+    return m;
+  };
+  const int32_t failNotice[3] = {(int32_t)kFailMagic, 0, 2};
+  std::vector<char> notice(12);
+  memcpy(notice.data(), failNotice, 12);
+  std::vector<Case> cases = {
+      {"a size of no kind", std::vector<char>(20, 1), "is no step, LL lines or notice"},
+      {"LL lines for another step", lines(0, 2, kLinesMagic, 5, true), "came with a trailer for step 5"},
+      {"LL lines with a wrong trailer magic", lines(0, 2, 0x12345678, 0, true), "came with a trailer"},
+      {"LL lines without their flag", lines(0, 2, kLinesMagic, 0, false), "flag"},
+      {"LL lines past the LL slot", lines(0, 17, kLinesMagic, 0, true), "is no step, LL lines or notice"},
+      {"a fail notice naming rank 2", notice, "another rank failed - check rank 2 (node-2)'s log"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    PluginRanks ranks = makeRanks(plugin, 3);
+    RecvMem mem(4096);
+    std::vector<char> llSlots(kSteps * 256, 0);
+    NetRecvSide side = mem.side(0, 0);
+    side.llSlots = llSlots.data();
+    side.llStepBytes = 256;
+    std::vector<PluginConnectInfo> infos;
+    ASSERT_EQ(ranks[1]->proxy->listen({side}, &infos), ncclSuccess);
+    Status started = ncclInternalError;
+    std::thread receiver([&] { started = ranks[1]->proxy->start({}, {}); });
+    void* comm = nullptr;
+    for (auto end = Clock::now() + std::chrono::seconds(2); comm == nullptr && Clock::now() < end;) {
+      ASSERT_EQ(plugin->connect(0, infos[0].handle, &comm), ncclSuccess);
+    }
+    receiver.join();
+    ASSERT_EQ(started, ncclSuccess);
+    ASSERT_NE(comm, nullptr);
+    std::vector<char> message = k.message;
+    void* mr = nullptr;
+    ASSERT_EQ(plugin->regMr(comm, message.data(), message.size(), &mr), ncclSuccess);
+    void* request = nullptr;
+    ASSERT_EQ(plugin->isend(comm, message.data(), message.size(), 0, mr, &request), ncclSuccess);
+    bool done = false;
+    size_t bytes = 0;
+    while (!done) ASSERT_EQ(plugin->test(request, &done, &bytes), ncclSuccess);
+    ASSERT_TRUE(waitUntil([&] { return ranks[1]->failures.load() > 0; }, 2000));
+    EXPECT_NE(ranks[1]->lastError.find(k.expect), std::string::npos) << ranks[1]->lastError;
+    EXPECT_NE(ranks[1]->lastError.find("receiving from peer rank 0 (node-0)"), std::string::npos)
+        << ranks[1]->lastError;
+    EXPECT_EQ(mem.tail, 0u) << "no step was published";
+    EXPECT_TRUE(mem.untouchedOutside(kSteps));
+    EXPECT_EQ(ranks[1]->proxy->linesReceived(), 0u);
+    (void)plugin->deregMr(comm, mr);
+    plugin->closeSend(comm);
+  }
 }
 
 }  // namespace
