@@ -48,12 +48,26 @@ void netForOtherHosts(ncclComm* comm) {
   comm->anyNet = !allOnOneHost(comm->peers);
 }
 
-// The socket transport's device for the topology: the interface the bootstrap listens on (its
-// PCI place and speed from sysfs where it has them; unknown speed: 10 Gb/s, as NCCL's socket
-// transport assumes). Only for communicators spanning hosts: a NIC in a one-host topology could
-// change the transport NCCL would pick between two GPUs.
-graph::DetectNet socketNetDevice(const ncclComm* comm) {
+// The network device for the topology: the network plugin's device this rank uses (its PCI place,
+// speed and latency as the plugin gives them), or the socket transport's, the interface the
+// bootstrap listens on (its PCI place and speed from sysfs where it has them; unknown speed:
+// 10 Gb/s, as NCCL's socket transport assumes). Only for communicators spanning hosts: a NIC in a
+// one-host topology could change the transport NCCL would pick between two GPUs.
+graph::DetectNet netDeviceForTopology(const ncclComm* comm) {
   graph::DetectNet net;
+  if (const transport::NetPlugin* plugin = comm->netPlugin) {
+    transport::NetPluginDevice d;
+    net.dev = plugin->deviceFor(comm->cudaDev);
+    if (plugin->device(net.dev, &d) == ncclSuccess) {
+      net.name = d.name.empty() ? plugin->name() : d.name;
+      net.pciPath = d.pciPath;
+      net.speedMbps = d.speedMbps > 0 ? d.speedMbps : 10000;
+      net.latency = d.latencyUs;
+      net.maxConn = d.maxComms > 0 ? d.maxComms : net.maxConn;
+      net.gdr = false;  // host memory only (no NCCL_PTR_CUDA use yet)
+      return net;
+    }
+  }
   net.name = "socket";
   net.speedMbps = 10000;
   const bootstrap::SocketAddress& mine = comm->bootstrap->listenAddress();
@@ -115,7 +129,7 @@ Status describeOwnHost(ncclComm* comm, const graph::TopoFileSettings& files, gra
   gpu.sm = props.ccMajor * 10 + props.ccMinor;
   in.gpus.push_back(gpu);
   WEFT_TRY(graph::collectNvmlFacts(&in));
-  if (!allOnOneHost(comm->peers)) in.nets.push_back(socketNetDevice(comm));
+  if (!allOnOneHost(comm->peers)) in.nets.push_back(netDeviceForTopology(comm));
   graph::XmlNode system;
   WEFT_TRY(graph::detectSystemXml(in, &system));
   comm->gpuCpuMap = gpuCpuMap(system, comm->busId);

@@ -275,7 +275,7 @@ Status NetConnections::startPluginProxy(ncclComm* comm, const proxy::NetProxyCon
                                         const std::vector<proxy::NetSendSide>& sends,
                                         const std::vector<proxy::NetRecvSide>& recvs) {
   const NetPlugin* plugin = comm->netPlugin;
-  const int device = comm->cudaDev >= 0 ? comm->cudaDev % plugin->devices() : 0;  // spread GPUs over the NICs
+  const int device = plugin->deviceFor(comm->cudaDev);
   NetPluginDevice props;
   WEFT_TRY(plugin->device(device, &props));
   if (props.maxTransferBytes != 0 && props.maxTransferBytes < stepBytes_) {

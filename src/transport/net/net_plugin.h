@@ -42,6 +42,8 @@ class NetPlugin {
   const std::string& library() const { return path_; }  // as dlopen found it
   int version() const { return version_; }
   int devices() const { return nDevices_; }
+  // The device a rank on GPU `cudaDev` uses: GPUs spread over the devices in turn.
+  int deviceFor(int cudaDev) const { return cudaDev >= 0 ? cudaDev % nDevices_ : 0; }
   [[nodiscard]] Status device(int dev, NetPluginDevice* out) const;
 
   // The calls, with NCCL's meanings; sizes are checked against what the version can carry. A
