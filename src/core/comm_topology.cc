@@ -290,8 +290,9 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
   if (anyShm) comm->tuning.intraLink = graph::kLinkShm;
   const int nNetPeers = (int)std::count(comm->netPeers.begin(), comm->netPeers.end(), true);
   if (nNetPeers > 0) {
-    WEFT_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through the network (socket transport, %d hosts)",
-              comm->rank, nNetPeers, comm->tuning.nNodes);
+    WEFT_INFO(log::kInit | log::kNet, "rank %d: %d peer(s) through the network (%s, %d hosts)", comm->rank,
+              nNetPeers, comm->netPlugin != nullptr ? ("network plugin " + comm->netPlugin->name()).c_str()
+                                                    : "socket transport", comm->tuning.nNodes);
   }
   const int nShmPeers = (int)std::count(comm->shmPeers.begin(), comm->shmPeers.end(), true);
   if (nShmPeers > 0) {

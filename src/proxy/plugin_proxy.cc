@@ -535,10 +535,14 @@ bool PluginProxy::deliver(RecvConn& c, uint64_t s, size_t bytes) {
     }
     if (n.magic == kFailMagic) {
       const bool other = n.culprit >= 0 && n.culprit < cfg_.nRanks && n.culprit != c.side.peer;
-      const std::string whose = other ? peerName(n.culprit) + "'s" : "its";
-      return fail(ncclRemoteError, other ? n.culprit : c.side.peer, "%s: the peer stopped its network transfers %s - "
-                  "check %s log", c.what.c_str(), other ? "after its connection with another rank failed"
-                  : "on a failure of its own", whose.c_str());
+      if (!other) {
+        return fail(ncclRemoteError, c.side.peer, "%s: the peer stopped its network transfers on a failure of its "
+                    "own - check its log", c.what.c_str());
+      }
+      // As the socket proxy words it: the rank whose connection failed first is the one to name.
+      return fail(ncclRemoteError, n.culprit, "%s: the peer stopped its network transfers after its connection with "
+                  "peer %s failed; that rank probably exited or aborted - check its log", c.what.c_str(),
+                  peerName(n.culprit).c_str());
     }
   }
   if (bytes % kPad == sizeof(LinesTrailer) && c.side.llStepBytes != 0 && bytes > kPad &&

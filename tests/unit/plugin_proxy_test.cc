@@ -237,7 +237,7 @@ TEST(PluginProxy, MalformedMessagesFailTheReceiverSayingWhy) {
       {"LL lines with a wrong trailer magic", lines(0, 2, 0x12345678, 0, true), "came with a trailer"},
       {"LL lines without their flag", lines(0, 2, kLinesMagic, 0, false), "flag"},
       {"LL lines past the LL slot", lines(0, 17, kLinesMagic, 0, true), "is no step, LL lines or notice"},
-      {"a fail notice naming rank 2", notice, "another rank failed - check rank 2 (node-2)'s log"},
+      {"a fail notice naming rank 2", notice, "after its connection with peer rank 2 (node-2) failed"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.what);
