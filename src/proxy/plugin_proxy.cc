@@ -274,11 +274,7 @@ Status PluginProxy::addSends(const std::vector<NetSendSide>& sends, const std::v
   for (auto& c : made) s.push_back(c.get());
   Status rc = connectAll(s, {});
   if (rc != ncclSuccess) {
-    for (auto& c : made) {
-      if (c->slotsMr != nullptr) (void)plugin_->deregMr(c->comm, c->slotsMr);
-      if (c->stagingMr != nullptr) (void)plugin_->deregMr(c->comm, c->stagingMr);
-      if (c->comm != nullptr) plugin_->closeSend(c->comm);
-    }
+    for (auto& c : made) closeSend(*c);
     return rc;
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -622,13 +618,15 @@ bool PluginProxy::fail(Status code, int culprit, const char* fmt, ...) {
 }
 
 // Requests still in flight go with their comms (the plugin frees them at close).
+void PluginProxy::closeSend(SendConn& c) const {
+  if (c.slotsMr != nullptr) (void)plugin_->deregMr(c.comm, c.slotsMr);
+  if (c.stagingMr != nullptr) (void)plugin_->deregMr(c.comm, c.stagingMr);
+  if (c.comm != nullptr) plugin_->closeSend(c.comm);
+  c.comm = c.slotsMr = c.stagingMr = nullptr;
+}
+
 void PluginProxy::closeAll(bool incomingToo) {
-  for (auto& c : sends_) {
-    if (c->slotsMr != nullptr) (void)plugin_->deregMr(c->comm, c->slotsMr);
-    if (c->stagingMr != nullptr) (void)plugin_->deregMr(c->comm, c->stagingMr);
-    if (c->comm != nullptr) plugin_->closeSend(c->comm);
-    c->comm = c->slotsMr = c->stagingMr = nullptr;
-  }
+  for (auto& c : sends_) closeSend(*c);
   for (auto& c : recvs_) {
     if (c->slotsMr != nullptr) (void)plugin_->deregMr(c->comm, c->slotsMr);
     if (c->comm != nullptr) plugin_->closeRecv(c->comm);
@@ -640,12 +638,7 @@ void PluginProxy::closeAll(bool incomingToo) {
     if (c->listenComm != nullptr) plugin_->closeListen(c->listenComm);
     c->listenComm = nullptr;
   }
-  for (auto& c : incomingSends_) {
-    if (c->slotsMr != nullptr) (void)plugin_->deregMr(c->comm, c->slotsMr);
-    if (c->stagingMr != nullptr) (void)plugin_->deregMr(c->comm, c->stagingMr);
-    if (c->comm != nullptr) plugin_->closeSend(c->comm);
-    c->comm = nullptr;
-  }
+  for (auto& c : incomingSends_) closeSend(*c);
 }
 
 }  // namespace weft::proxy

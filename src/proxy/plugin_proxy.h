@@ -115,6 +115,7 @@ class PluginProxy {
   bool flushed() const;
   void sendNotices(uint32_t magic, int culprit);  // bye or fail notices, waited for a short while
   bool fail(Status code, int culprit, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
+  void closeSend(SendConn& c) const;  // deregisters and closes; safe on one never connected
   void closeAll(bool incomingToo);
 
   NetProxyConfig cfg_;
