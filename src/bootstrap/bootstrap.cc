@@ -116,7 +116,7 @@ Status Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nRanks, 
   auto metAt = std::chrono::steady_clock::now();
   Status s = b->exchangeAddresses(deadline);
   if (isError(s)) {
-    b->spreadFailure({(rank + 1) % nRanks});
+    b->spreadFailure(b->doublingPeers());
     return s;
   }
   if (b->ownRoot_) {
@@ -275,8 +275,10 @@ Status Bootstrap::exchangeAddresses(const util::Deadline& deadline) {
   std::vector<wire::WireAddress> table(nRanks_);
   memset(table.data(), 0, table.size() * sizeof(wire::WireAddress));
   table[rank_] = wire::encodeAddress(messenger_.listenAddress());
-  WEFT_TRY(ringAllGather(reinterpret_cast<char*>(table.data()), sizeof(wire::WireAddress), deadline,
-                         "address exchange"));
+  // The root told us only our ring neighbours; the rounds learn the others they need as they go.
+  std::vector<std::pair<int, SocketAddress>> learned;
+  WEFT_TRY(doublingAllGather(reinterpret_cast<char*>(table.data()), sizeof(wire::WireAddress), deadline,
+                             "address exchange", &learned));
   const int next = (rank_ + 1) % nRanks_, prev = (rank_ + nRanks_ - 1) % nRanks_;
   for (int r = 0; r < nRanks_; ++r) {
     SocketAddress a;
@@ -290,20 +292,103 @@ Status Bootstrap::exchangeAddresses(const util::Deadline& deadline) {
     }
     messenger_.setPeerAddress(r, a);
   }
+  // What a peer passed on about a third rank must match that rank's own word.
+  for (const auto& [r, a] : learned) {
+    if (a != messenger_.peerAddress(r)) {
+      return messenger_.fail(ncclSystemError, "address exchange: rank %d announced %s but a peer passed on %s", r,
+                             messenger_.peerAddress(r).toString().c_str(), a.toString().c_str());
+    }
+  }
   return ncclSuccess;
 }
 
-// Ring allgather: in step s each rank passes on the slice it received in step s-1 (its own at
-// s = 0) to its successor and receives a new one from its predecessor; nRanks-1 steps.
-Status Bootstrap::ringAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op) {
+// Bruck's allgather: ceil(log2 n) rounds where a ring needs n-1 steps, the same bytes per rank.
+// Before the round of distance d a rank holds the blocks of the min(d, n) ranks up to itself
+// (rank - d + 1 .. rank, mod n); it sends min(d, n - d) of them, the nearest, to rank + d and
+// receives as many from rank - d, which extend its run downwards. A run is sent in rank order,
+// straight from `data` unless it wraps past rank 0.
+//
+// With `learned` (the address exchange at init, when each rank knows only its ring neighbours
+// from the root) the rounds also double what each rank knows of addresses: the message to rank + d
+// carries the address of rank - d, and a second one tells rank - d the address of rank + d, so
+// that every rank knows rank +- 2d before the next round. Those are listed in *learned.
+Status Bootstrap::doublingAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op,
+                                    std::vector<std::pair<int, SocketAddress>>* learned) {
   const int n = nRanks_;
   if (n == 1) return ncclSuccess;
-  const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
-  for (int s = 0; s < n - 1; ++s) {
-    size_t sendIdx = (size_t)((rank_ - s + n) % n), recvIdx = (size_t)((rank_ - s - 1 + 2 * n) % n);
-    WEFT_TRY(messenger_.send(next, FrameType::kAllGather, s, data + sendIdx * bytesPerRank, bytesPerRank, deadline, op));
-    WEFT_TRY(messenger_.recv(prev, FrameType::kAllGather, s, data + recvIdx * bytesPerRank, bytesPerRank, deadline, op));
+  constexpr size_t kAddr = sizeof(wire::WireAddress);
+  constexpr int kBackTag = 1 << 16;  // the address sent back to rank - d (learned only)
+  std::vector<char> staging;
+  // The run of `count` blocks ending with rank `last`, as one or two pieces of `data`.
+  auto pieces = [&](int last, int count, size_t* firstBytes) -> char* {
+    const int first = (last - count + 1 + n) % n;
+    *firstBytes = (size_t)(first <= last ? count : n - first) * bytesPerRank;
+    return data + (size_t)first * bytesPerRank;
+  };
+  for (int round = 0, dist = 1; dist < n; ++round, dist <<= 1) {
+    const int to = (rank_ + dist) % n, from = (rank_ + n - dist) % n;
+    const int blocks = std::min(dist, n - dist);
+    const size_t body = (size_t)blocks * bytesPerRank;
+    // Whether the next round needs rank +- 2d, still unknown (dist < n / 2 exactly).
+    const bool pass = learned != nullptr && (int64_t)dist * 2 < n;
+    const size_t tail = pass ? kAddr : 0;
+    size_t firstBytes = 0;
+    char* run = pieces(rank_, blocks, &firstBytes);
+    if (firstBytes == body && !pass) {
+      WEFT_TRY(messenger_.send(to, FrameType::kAllGather, round, run, body, deadline, op));
+    } else {
+      staging.resize(body + tail);
+      memcpy(staging.data(), run, firstBytes);
+      memcpy(staging.data() + firstBytes, data, body - firstBytes);
+      if (pass) {
+        wire::WireAddress back = wire::encodeAddress(messenger_.peerAddress(from));
+        memcpy(staging.data() + body, &back, kAddr);
+      }
+      WEFT_TRY(messenger_.send(to, FrameType::kAllGather, round, staging.data(), staging.size(), deadline, op));
+    }
+    if (pass) {
+      wire::WireAddress ahead = wire::encodeAddress(messenger_.peerAddress(to));
+      WEFT_TRY(messenger_.send(from, FrameType::kAllGather, kBackTag + round, &ahead, kAddr, deadline, op));
+    }
+    run = pieces(from, blocks, &firstBytes);
+    if (firstBytes == body && !pass) {
+      WEFT_TRY(messenger_.recv(from, FrameType::kAllGather, round, run, body, deadline, op));
+      continue;
+    }
+    staging.resize(body + tail);
+    WEFT_TRY(messenger_.recv(from, FrameType::kAllGather, round, staging.data(), staging.size(), deadline, op));
+    memcpy(run, staging.data(), firstBytes);
+    memcpy(data, staging.data() + firstBytes, body - firstBytes);
+    if (!pass) continue;
+    const int behind = (int)(((int64_t)rank_ + 2 * n - 2 * (int64_t)dist) % n);
+    const int beyond = (int)(((int64_t)rank_ + 2 * (int64_t)dist) % n);
+    WEFT_TRY(learnAddress(from, behind, staging.data() + body, learned));
+    wire::WireAddress passed;
+    WEFT_TRY(messenger_.recv(to, FrameType::kAllGather, kBackTag + round, &passed, kAddr, deadline, op));
+    WEFT_TRY(learnAddress(to, beyond, &passed, learned));
   }
+  return ncclSuccess;
+}
+
+// An address `sender` passed on for `rank`: used from the next round on, checked against the
+// rank's own once the exchange is complete.
+Status Bootstrap::learnAddress(int sender, int rank, const void* wireAddress,
+                               std::vector<std::pair<int, SocketAddress>>* learned) {
+  wire::WireAddress w;
+  memcpy(&w, wireAddress, sizeof(w));
+  SocketAddress a;
+  std::string why;
+  if (!wire::decodeAddress(w, &a, &why)) {
+    return messenger_.fail(ncclSystemError, "address exchange: %s passed on an invalid address for rank %d (%s)",
+                           messenger_.peerText(sender).c_str(), rank, why.c_str());
+  }
+  const SocketAddress& known = messenger_.peerAddress(rank);
+  if (known.valid() && known != a) {
+    return messenger_.fail(ncclSystemError, "address exchange: %s passed on %s for rank %d, known as %s",
+                           messenger_.peerText(sender).c_str(), a.toString().c_str(), rank, known.toString().c_str());
+  }
+  if (rank != rank_) messenger_.setPeerAddress(rank, a);
+  learned->emplace_back(rank, a);
   return ncclSuccess;
 }
 
@@ -342,8 +427,8 @@ Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   char op[48];
   snprintf(op, sizeof(op), "allgather #%llu", (unsigned long long)++allGathers_);
   if (data == nullptr && bytesPerRank > 0) return messenger_.fail(ncclInvalidArgument, "%s: data is NULL", op);
-  Status s = ringAllGather(static_cast<char*>(data), bytesPerRank, operationDeadline(), op);
-  if (isError(s)) spreadFailure({(rank_ + 1) % nRanks_});
+  Status s = doublingAllGather(static_cast<char*>(data), bytesPerRank, operationDeadline(), op, nullptr);
+  if (isError(s)) spreadFailure(doublingPeers());
   return s;
 }
 
@@ -387,21 +472,26 @@ Status Bootstrap::barrier() {
   char op[48];
   snprintf(op, sizeof(op), "barrier #%llu", (unsigned long long)++barriers_);
   util::Deadline deadline = operationDeadline();
-  std::vector<int> targets;
   Status s = ncclSuccess;
   for (int round = 0, dist = 1; dist < nRanks_ && !isError(s); ++round, dist <<= 1) {
     int to = (rank_ + dist) % nRanks_, from = (rank_ - dist % nRanks_ + nRanks_) % nRanks_;
-    targets.push_back(to);
     s = messenger_.send(to, FrameType::kBarrier, round, nullptr, 0, deadline, op);
     if (!isError(s)) s = messenger_.recv(from, FrameType::kBarrier, round, nullptr, 0, deadline, op);
   }
-  if (isError(s)) {
-    for (int round = (int)targets.size(), dist = 1 << round; dist < nRanks_; ++round, dist <<= 1) {
-      targets.push_back((rank_ + dist) % nRanks_);
-    }
-    spreadFailure(targets);
-  }
+  if (isError(s)) spreadFailure(doublingPeers());
   return s;
+}
+
+// The ranks a doubling round sends to, rank + 2^k for every k (the ones that may wait on this
+// rank in a barrier or an allgather), and rank - 2^k (the address exchange's second message).
+std::vector<int> Bootstrap::doublingPeers() const {
+  std::vector<int> peers;
+  for (int64_t dist = 1; dist < nRanks_; dist <<= 1) {
+    peers.push_back((int)((rank_ + dist) % nRanks_));
+    const int behind = (int)((rank_ + nRanks_ - dist) % nRanks_);
+    if (std::find(peers.begin(), peers.end(), behind) == peers.end()) peers.push_back(behind);
+  }
+  return peers;
 }
 
 }  // namespace weft::bootstrap

@@ -4,9 +4,10 @@
 //
 // init(): each rank opens its own listen socket, says hello to the root named by the unique id
 // (rank, nranks, listen address) and receives its ring neighbours' addresses; the ranks then
-// build the full address table with a ring allgather. After that, send/recv connect lazily to a
-// peer's listen address, and allGather (ring) and barrier (dissemination) run over those
-// connections.
+// build the full address table with a doubling (Bruck) allgather that passes on the addresses its
+// next round needs. After that, send/recv connect lazily to a peer's listen address, and
+// allGather (Bruck) and barrier (dissemination) run over those connections: ceil(log2 n) rounds
+// each, with rank +- 2^k, so a rank talks with at most 4 log2(n) peers.
 //
 // Every call has a deadline (NCCL_BOOTSTRAP_TIMEOUT seconds, default 300, 0 = forever) and polls
 // the abort flag given to init(). Errors name the peer rank, its address and the operation. A
@@ -106,7 +107,11 @@ class Bootstrap {
   Bootstrap(int rank, int nRanks, uint64_t jobKey, const std::atomic<bool>* abort);
   Status rendezvous(const std::vector<UniqueIdInfo>& ids, const util::Deadline& deadline);
   Status exchangeAddresses(const util::Deadline& deadline);
-  Status ringAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op);
+  Status doublingAllGather(char* data, size_t bytesPerRank, const util::Deadline& deadline, const char* op,
+                           std::vector<std::pair<int, SocketAddress>>* learned);
+  Status learnAddress(int sender, int rank, const void* wireAddress,
+                      std::vector<std::pair<int, SocketAddress>>* learned);
+  std::vector<int> doublingPeers() const;
   // After a failed collective: tell the peers that wait on this rank (best effort).
   void spreadFailure(const std::vector<int>& peers);
   class Busy;

@@ -455,6 +455,13 @@ Status Messenger::ensureConnected(int peer, const util::Deadline& deadline, cons
   return s;
 }
 
+// A connection this rank only writes to: the peer never writes back, so anything readable on it
+// is its end of stream (or a reset): the peer has closed it, most likely by exiting.
+bool Messenger::hungUp(int fd) {
+  pollfd pfd{fd, POLLIN | POLLRDHUP, 0};
+  return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 Status Messenger::send(int peer, FrameType type, int tag, const void* data, size_t bytes,
                        const util::Deadline& deadline, const char* op) {
   if (peer < 0 || peer >= nRanks_) return fail(ncclInvalidArgument, "%s: peer rank %d is out of range", op, peer);
@@ -474,6 +481,11 @@ Status Messenger::send(int peer, FrameType type, int tag, const void* data, size
                 p.outBrokenWhy.c_str());
   }
   WEFT_TRY(waitChecks(peer, deadline, op, "sending to"));
+  if (p.out.valid() && hungUp(p.out.get())) {
+    // Written into a socket its peer has closed, the message would vanish without an error.
+    markOutBroken(peer, "closed the connection");
+    return failPeerGone(peer, ncclRemoteError, p.outBrokenWhy, op);
+  }
   WEFT_TRY(ensureConnected(peer, deadline, op));
   const char* bytesPtr = static_cast<const char*>(data);
   size_t offset = 0;

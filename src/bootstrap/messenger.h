@@ -103,6 +103,7 @@ class Messenger {
   };
 
   void markOutBroken(int peer, const std::string& why);
+  static bool hungUp(int fd);
   Status watchSilentPeer(int peer, const util::Deadline& deadline, const char* op, int* watchFd);
   void acceptAll();
   void drain(Incoming& in);

@@ -18,7 +18,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the bootstrap wire for
 namespace weft::bootstrap::wire {
 
 constexpr uint32_t kFrameMagic = 0x54464557;  // "WEFT" as bytes on the wire
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;  // 2: Bruck allgathers (rounds, not ring steps)
 
 enum class FrameType : uint16_t {
   kRootHello = 1,  // rank -> root: RootHello
@@ -26,7 +26,7 @@ enum class FrameType : uint16_t {
   kRootError = 3,  // root -> rank: the rendezvous failed; payload = text, tag = ncclResult_t
   kPeerHello = 4,  // first frame on a rank-to-rank connection: PeerHello
   kData = 5,       // Bootstrap::send/recv payload; tag = the user's tag
-  kAllGather = 6,  // one ring step of an allgather; tag = step
+  kAllGather = 6,  // one round of an allgather; tag = round (+ 1 << 16: an address sent back)
   kBarrier = 7,    // one round of a barrier; tag = round
   kFailure = 8,    // the sender gave up on the job; payload = text of the first failure
 };

@@ -1,0 +1,122 @@
+// The bootstrap with a thousand ranks (matrix row 12, "init at scale"): 8 processes of 128 rank
+// threads each, three creations in a row (a restart loop), each an init, allgathers of two sizes
+// checked slot by slot, and a barrier. Processes rather than one: every rank holds about 4 log2(n)
+// sockets, more than one process may open here.
+//
+// The allgathers are Bruck's (ceil(log2 n) rounds), the address exchange at init too. With 512
+// rank threads per core, every sequential step costs a pass of the scheduler over all of them:
+// what this test measures is mostly that, not the network, so its times are printed, not checked.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bootstrap_fork_harness.h"
+
+namespace weft::bootstrap {
+namespace {
+
+using test::ChildResult;
+using test::ForkedRanks;
+using test::ParentRoot;
+using test::RankOutcome;
+
+constexpr int kProcesses = 8;
+constexpr int kThreadsPerProcess = 128;
+constexpr int kRanks = kProcesses * kThreadsPerProcess;
+constexpr int kCreations = 3;
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One rank's creation: init, a 16-byte and a 256-byte allgather (every slot checked), a barrier.
+// Returns "" or what went wrong; adds its phase times to the slowest seen.
+std::string oneCreation(int rank, int creation, const ncclUniqueId& id, double* slowest) {
+  auto t = std::chrono::steady_clock::now();
+  std::unique_ptr<Bootstrap> b;
+  if (Bootstrap::init(id, rank, kRanks, nullptr, &b) != ncclSuccess) {
+    return "init: " + std::string(log::lastErrorOfThread());
+  }
+  slowest[0] = std::max(slowest[0], secondsSince(t));
+  for (size_t words : {2u, 32u}) {
+    t = std::chrono::steady_clock::now();
+    std::vector<uint64_t> all((size_t)kRanks * words, ~0ull);
+    for (size_t i = 0; i < words; ++i) all[rank * words + i] = ((uint64_t)creation << 48) ^ ((uint64_t)rank << 16) ^ i;
+    if (b->allGather(all.data(), words * sizeof(uint64_t)) != ncclSuccess) return "allgather: " + b->failureText();
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t i = 0; i < words; ++i) {
+        if (all[r * words + i] != (((uint64_t)creation << 48) ^ ((uint64_t)r << 16) ^ i)) {
+          return "allgather of " + std::to_string(words * 8) + " bytes: slot " + std::to_string(r) + " word " +
+                 std::to_string(i) + " is wrong";
+        }
+      }
+    }
+    slowest[words == 2 ? 1 : 2] = std::max(slowest[words == 2 ? 1 : 2], secondsSince(t));
+  }
+  t = std::chrono::steady_clock::now();
+  if (b->barrier() != ncclSuccess) return "barrier: " + b->failureText();
+  slowest[3] = std::max(slowest[3], secondsSince(t));
+  return "";
+}
+
+// A child process: its 128 ranks as threads, creation after creation.
+RankOutcome runProcess(int process) {
+  test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "60");
+  const std::vector<ncclUniqueId> ids = ForkedRanks::idsOfThisChild();
+  if ((int)ids.size() != kCreations) return RankOutcome{test::kCheckFailed, 0, "expected one id per creation"};
+  std::mutex mu;
+  std::string firstError;
+  double slowest[4] = {0, 0, 0, 0};  // init, allgather 16 B, allgather 256 B, barrier
+  std::vector<double> creationSeconds;
+  for (int c = 0; c < kCreations && firstError.empty(); ++c) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreadsPerProcess; ++i) {
+      threads.emplace_back([&, i] {
+        const int rank = process * kThreadsPerProcess + i;
+        double mine[4] = {0, 0, 0, 0};
+        std::string err = oneCreation(rank, c, ids[c], mine);
+        std::lock_guard<std::mutex> lock(mu);
+        for (int k = 0; k < 4; ++k) slowest[k] = std::max(slowest[k], mine[k]);
+        if (!err.empty() && firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + err;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    creationSeconds.push_back(secondsSince(t0));
+  }
+  if (!firstError.empty()) return test::outcome(ncclInternalError, firstError);
+  char text[256];
+  snprintf(text, sizeof(text), "creations %.2f/%.2f/%.2f s; slowest init %.2f s, allgather 16 B %.3f s, 256 B %.3f s, "
+           "barrier %.3f s", creationSeconds[0], creationSeconds[1], creationSeconds[2], slowest[0], slowest[1],
+           slowest[2], slowest[3]);
+  return test::outcome(ncclSuccess, text);
+}
+
+TEST(BootstrapScale, AThousandRanksCreateThreeTimesOver) {
+  std::vector<int> processes(kProcesses);
+  for (int p = 0; p < kProcesses; ++p) processes[p] = p;
+  ForkedRanks ranks;
+  ranks.start(processes, [](int process, const ncclUniqueId&) { return runProcess(process); });
+  std::vector<std::unique_ptr<ParentRoot>> roots;
+  std::vector<ncclUniqueId> ids;
+  for (int c = 0; c < kCreations; ++c) {
+    roots.push_back(std::make_unique<ParentRoot>(60));
+    ids.push_back(roots.back()->id);
+  }
+  for (int p = 0; p < kProcesses; ++p) ranks.sendIds(p, ids.data(), kCreations);
+  auto rs = ranks.wait(110000);
+  for (const ChildResult& r : rs) {
+    EXPECT_EQ(r.outcome.status, ncclSuccess) << test::describe(rs);
+    printf("process %d (ranks %d-%d): %s\n", r.rank, r.rank * kThreadsPerProcess,
+           (r.rank + 1) * kThreadsPerProcess - 1, r.outcome.text.c_str());
+  }
+  for (auto& root : roots) EXPECT_EQ(root->join(), ncclSuccess);
+}
+
+}  // namespace
+}  // namespace weft::bootstrap
