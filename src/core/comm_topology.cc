@@ -229,14 +229,16 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
 
   // Every pair's transport, computed by both ends and compared.
   graph::TransportRow row = graph::transportRow(topo, comm->rank, opts);
+  // Only the entries toward the rank's own host travel: the others are the network by definition.
+  const graph::HostGroups groups = graph::hostGroups(topo);
   std::vector<std::vector<uint8_t>> rowBytes;
-  WEFT_TRY(allGatherVar(comm, graph::encodeTransportRow(row), &rowBytes));
-  std::vector<graph::TransportRow> rows(comm->nRanks);
+  WEFT_TRY(allGatherVar(comm, graph::encodeTransportRow(groups, comm->rank, row), &rowBytes));
+  std::vector<graph::LocalRow> rows(comm->nRanks);
   for (int r = 0; r < comm->nRanks; ++r) {
-    WEFT_TRY(graph::decodeTransportRow(rowBytes[r].data(), rowBytes[r].size(), comm->nRanks, &rows[r]));
+    WEFT_TRY(graph::decodeTransportRow(groups, r, rowBytes[r].data(), rowBytes[r].size(), &rows[r]));
   }
-  WEFT_TRY(graph::verifyTransportAgreement(rows));
-  bool anyShm = kShmTransport.get() == 2, anyNet = false;
+  WEFT_TRY(graph::verifyTransportAgreement(groups, rows));
+  bool anyShm = kShmTransport.get() == 2, anyNet = groups.ranks.size() > 1;
   for (const auto& r : rows) {
     anyShm = anyShm || std::find(r.begin(), r.end(), graph::TransportKind::Shm) != r.end();
     anyNet = anyNet || std::find(r.begin(), r.end(), graph::TransportKind::Net) != r.end();

@@ -34,21 +34,49 @@ TransportRow transportRow(const Topology& topo, int myRank, const TopoOptions& o
   return row;
 }
 
-std::vector<uint8_t> encodeTransportRow(const TransportRow& row) {
-  std::vector<uint8_t> out(row.size());
-  for (size_t i = 0; i < row.size(); i++) out[i] = (uint8_t)row[i];
+HostGroups hostGroups(const Topology& topo) {
+  const int n = topo.nRanks();
+  HostGroups g;
+  g.groupOf.assign(n, -1);
+  g.indexOf.assign(n, -1);
+  std::vector<int> groupOfHost(topo.hosts.size(), -1);
+  for (int r = 0; r < n; r++) {
+    const int host = topo.ranks[r].host;
+    const bool known = host >= 0 && host < (int)groupOfHost.size();
+    int& group = known ? groupOfHost[host] : g.groupOf[r];
+    if (group < 0) {
+      group = (int)g.ranks.size();
+      g.ranks.emplace_back();
+    }
+    g.groupOf[r] = group;
+    g.indexOf[r] = (int)g.ranks[group].size();
+    g.ranks[group].push_back(r);
+  }
+  return g;
+}
+
+std::vector<uint8_t> encodeTransportRow(const HostGroups& groups, int rank, const TransportRow& row) {
+  const std::vector<int>& mates = groups.ranks[groups.groupOf[rank]];
+  std::vector<uint8_t> out(mates.size());
+  for (size_t i = 0; i < mates.size(); i++) out[i] = (uint8_t)row[mates[i]];
   return out;
 }
 
-Status decodeTransportRow(const uint8_t* data, size_t size, int nRanks, TransportRow* out) {
-  if (nRanks < 0 || size != (size_t)nRanks) {
-    WEFT_WARN("transport row of %zu bytes received, expected %d", size, nRanks);
+Status decodeTransportRow(const HostGroups& groups, int sender, const uint8_t* data, size_t size, LocalRow* out) {
+  if (sender < 0 || sender >= (int)groups.groupOf.size()) {
+    WEFT_WARN("transport row from rank %d, not a rank of this communicator", sender);
     return ncclInternalError;
   }
-  TransportRow row(size);
+  const size_t expected = groups.ranks[groups.groupOf[sender]].size();
+  if (size != expected) {
+    WEFT_WARN("rank %d's transport row has %zu bytes, expected %zu (one per rank of its host)", sender, size,
+              expected);
+    return ncclInternalError;
+  }
+  LocalRow row(size);
   for (size_t i = 0; i < size; i++) {
     if (data[i] > (uint8_t)TransportKind::Net) {
-      WEFT_WARN("transport row: byte %zu holds %u, not a transport", i, (unsigned)data[i]);
+      WEFT_WARN("rank %d's transport row: byte %zu holds %u, not a transport", sender, i, (unsigned)data[i]);
       return ncclInternalError;
     }
     row[i] = (TransportKind)data[i];
@@ -57,21 +85,29 @@ Status decodeTransportRow(const uint8_t* data, size_t size, int nRanks, Transpor
   return ncclSuccess;
 }
 
-Status verifyTransportAgreement(const std::vector<TransportRow>& rows) {
-  size_t n = rows.size();
+Status verifyTransportAgreement(const HostGroups& groups, const std::vector<LocalRow>& rows) {
+  const size_t n = groups.groupOf.size();
+  if (rows.size() != n) {
+    WEFT_WARN("%zu transport rows for %zu ranks", rows.size(), n);
+    return ncclInternalError;
+  }
   for (size_t a = 0; a < n; a++) {
-    if (rows[a].size() != n) {
-      WEFT_WARN("rank %zu reported transports for %zu ranks, expected %zu", a, rows[a].size(), n);
+    if (rows[a].size() != groups.ranks[groups.groupOf[a]].size()) {
+      WEFT_WARN("rank %zu reported transports for %zu ranks of its host, expected %zu", a, rows[a].size(),
+                groups.ranks[groups.groupOf[a]].size());
       return ncclInternalError;
     }
   }
-  for (size_t a = 0; a < n; a++) {
-    for (size_t b = a + 1; b < n; b++) {
-      if (rows[a][b] != rows[b][a]) {
-        WEFT_WARN("rank %zu would reach rank %zu through %s but rank %zu would reach rank %zu through %s; "
-                  "set NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and NCCL_TOPO_FILE alike on every rank",
-                  a, b, transportName(rows[a][b]), b, a, transportName(rows[b][a]));
-        return ncclInvalidUsage;
+  for (const std::vector<int>& mates : groups.ranks) {
+    for (size_t i = 0; i < mates.size(); i++) {
+      for (size_t j = i + 1; j < mates.size(); j++) {
+        const int a = mates[i], b = mates[j];
+        if (rows[a][j] != rows[b][i]) {
+          WEFT_WARN("rank %d would reach rank %d through %s but rank %d would reach rank %d through %s; "
+                    "set NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and NCCL_TOPO_FILE alike on every rank",
+                    a, b, transportName(rows[a][j]), b, a, transportName(rows[b][i]));
+          return ncclInvalidUsage;
+        }
       }
     }
   }

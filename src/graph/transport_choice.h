@@ -27,12 +27,28 @@ TransportKind chooseTransport(const Topology& topo, int rankA, int rankB, const 
 using TransportRow = std::vector<TransportKind>;
 TransportRow transportRow(const Topology& topo, int myRank, const TopoOptions& opts);
 
-// Wire form of a row for the bootstrap all-gather: one byte per peer.
-std::vector<uint8_t> encodeTransportRow(const TransportRow& row);
-[[nodiscard]] Status decodeTransportRow(const uint8_t* data, size_t size, int nRanks, TransportRow* out);
+// The ranks of each host in rank order, and which host each rank is on (a rank whose host is
+// unknown is a host of its own). Ranks on different hosts always reach each other through the
+// network, so only a row's entries toward its own host's ranks say anything: those are what the
+// ranks exchange and compare, N x ranks-per-host bytes in all where whole rows were N x N.
+struct HostGroups {
+  std::vector<std::vector<int>> ranks;  // ranks[g]: the ranks of host group g, ascending
+  std::vector<int> groupOf;             // groupOf[r]: r's group
+  std::vector<int> indexOf;             // indexOf[r]: r's place in ranks[groupOf[r]]
+};
+HostGroups hostGroups(const Topology& topo);
 
-// rows[r] is rank r's row. Each pair must agree (rows[a][b] == rows[b][a]); the first pair that does
-// not is an error naming both ranks and both choices.
-[[nodiscard]] Status verifyTransportAgreement(const std::vector<TransportRow>& rows);
+// A rank's transports toward the ranks of its own host group, in the group's order.
+using LocalRow = std::vector<TransportKind>;
+
+// Wire form of rank's row for the bootstrap all-gather: one byte per rank of its host group.
+std::vector<uint8_t> encodeTransportRow(const HostGroups& groups, int rank, const TransportRow& row);
+// A sender's wire row: one byte per rank of the sender's group, each a transport.
+[[nodiscard]] Status decodeTransportRow(const HostGroups& groups, int sender, const uint8_t* data, size_t size,
+                                        LocalRow* out);
+
+// rows[r] is rank r's local row. Each pair of a host must agree (a's entry for b equals b's for a);
+// the first pair that does not is an error naming both ranks and both choices.
+[[nodiscard]] Status verifyTransportAgreement(const HostGroups& groups, const std::vector<LocalRow>& rows);
 
 }  // namespace weft::graph

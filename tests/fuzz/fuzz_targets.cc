@@ -126,11 +126,21 @@ void rankRecord(const uint8_t* data, size_t size) {
 
 void transportRow(const uint8_t* data, size_t size) {
   if (size == 0) return;
+  // Ranks 0..n-1 on one host, the sender the last of them (its row holds an entry for each).
   const int nRanks = 1 + data[0] % 64;
-  graph::TransportRow row;
-  if (isError(graph::decodeTransportRow(data + 1, size - 1, nRanks, &row))) return;
-  require((int)row.size() == nRanks, "a row holds one entry per rank");
-  require(graph::encodeTransportRow(row) == std::vector<uint8_t>(data + 1, data + size), "the row round-trips");
+  graph::HostGroups groups;
+  groups.ranks.assign(1, {});
+  for (int r = 0; r < nRanks; ++r) {
+    groups.ranks[0].push_back(r);
+    groups.groupOf.push_back(0);
+    groups.indexOf.push_back(r);
+  }
+  graph::LocalRow local;
+  if (isError(graph::decodeTransportRow(groups, nRanks - 1, data + 1, size - 1, &local))) return;
+  require((int)local.size() == nRanks, "a row holds one entry per rank of the host");
+  const graph::TransportRow row(local.begin(), local.end());
+  require(graph::encodeTransportRow(groups, nRanks - 1, row) == std::vector<uint8_t>(data + 1, data + size),
+          "the row round-trips");
 }
 
 void topologyXml(const uint8_t* data, size_t size) {

@@ -100,11 +100,17 @@ TEST(GraphRecord, MergeFusesEachHostsRanks) {
   ASSERT_EQ(mergeRankRecords(recs, &again), ncclSuccess);
   EXPECT_EQ(again.system, t.system);
   // And all ranks' transport rows agree.
-  std::vector<TransportRow> rows;
-  for (int r = 0; r < 4; r++) rows.push_back(transportRow(t, r, TopoOptions{}));
-  EXPECT_EQ(verifyTransportAgreement(rows), ncclSuccess);
-  EXPECT_EQ(rows[0][1], TransportKind::P2p);
-  EXPECT_EQ(rows[0][2], TransportKind::Net);
+  const HostGroups groups = hostGroups(t);
+  std::vector<LocalRow> rows;
+  for (int r = 0; r < 4; r++) {
+    const TransportRow row = transportRow(t, r, TopoOptions{});
+    EXPECT_EQ(row[2], r < 2 ? TransportKind::Net : TransportKind::P2p);
+    rows.emplace_back();
+    std::vector<uint8_t> wire = encodeTransportRow(groups, r, row);
+    ASSERT_EQ(decodeTransportRow(groups, r, wire.data(), wire.size(), &rows.back()), ncclSuccess);
+  }
+  EXPECT_EQ(verifyTransportAgreement(groups, rows), ncclSuccess);
+  EXPECT_EQ(rows[0], (LocalRow{TransportKind::P2p, TransportKind::P2p}));
 }
 
 TEST(GraphRecord, MergeRefusesInconsistentRecords) {

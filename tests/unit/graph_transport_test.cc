@@ -102,35 +102,57 @@ TEST(GraphTransport, AmdHostsAllowP2pThroughTheCpuForTwoGpus) {
   }
 }
 
-TEST(GraphTransport, RowsEncodeAndDecode) {
-  TransportRow row = {TransportKind::P2p, TransportKind::Shm, TransportKind::Net};
-  std::vector<uint8_t> wire = encodeTransportRow(row);
-  TransportRow back;
-  ASSERT_EQ(decodeTransportRow(wire.data(), wire.size(), 3, &back), ncclSuccess);
-  EXPECT_EQ(back, row);
-  EXPECT_EQ(decodeTransportRow(wire.data(), wire.size(), 4, &back), ncclInternalError);  // wrong size
+// Every rank's row as the others receive it: only the entries toward its own host's ranks.
+std::vector<LocalRow> localRows(const Topology& t, const HostGroups& groups, const std::vector<TopoOptions>& opts) {
+  std::vector<LocalRow> rows(t.nRanks());
+  for (int r = 0; r < t.nRanks(); r++) {
+    std::vector<uint8_t> wire = encodeTransportRow(groups, r, transportRow(t, r, opts[r]));
+    EXPECT_EQ(decodeTransportRow(groups, r, wire.data(), wire.size(), &rows[r]), ncclSuccess);
+  }
+  return rows;
+}
+
+TEST(GraphTransport, RowsCarryOnlyTheRanksOfTheSendersHost) {
+  // Two hosts of four PCIe GPUs: rank 5's row travels as its entries for ranks 4-7.
+  Topology t = testing::loadFixture("pcie_4gpu_2switch.xml", 2);
+  const HostGroups groups = hostGroups(t);
+  ASSERT_EQ(groups.ranks.size(), 2u);
+  EXPECT_EQ(groups.ranks[1], (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(groups.indexOf[6], 2);
+  const TransportRow row = transportRow(t, 5, TopoOptions{});
+  EXPECT_EQ(row[1], TransportKind::Net);
+  std::vector<uint8_t> wire = encodeTransportRow(groups, 5, row);
+  ASSERT_EQ(wire.size(), 4u);
+  LocalRow back;
+  ASSERT_EQ(decodeTransportRow(groups, 5, wire.data(), wire.size(), &back), ncclSuccess);
+  EXPECT_EQ(back, LocalRow(row.begin() + 4, row.end()));
+  EXPECT_EQ(decodeTransportRow(groups, 5, wire.data(), 3, &back), ncclInternalError);  // wrong size
+  EXPECT_EQ(decodeTransportRow(groups, 8, wire.data(), 4, &back), ncclInternalError);  // not a rank
   wire[1] = 7;
-  EXPECT_EQ(decodeTransportRow(wire.data(), wire.size(), 3, &back), ncclInternalError);  // not a transport
+  EXPECT_EQ(decodeTransportRow(groups, 5, wire.data(), wire.size(), &back), ncclInternalError);  // not a transport
+  std::vector<TopoOptions> opts(8);
+  EXPECT_EQ(verifyTransportAgreement(groups, localRows(t, groups, opts)), ncclSuccess);
 }
 
 TEST(GraphTransport, DisagreementNamesBothRanks) {
   // Rank 3 ran with NCCL_P2P_DISABLE=1, the others did not: it wants SHM where they want P2P.
   Topology t = testing::loadFixture("pcie_4gpu_2switch.xml");
-  TopoOptions off;
-  off.p2pLevel = PathType::Loc;
-  std::vector<TransportRow> rows;
-  for (int r = 0; r < 4; r++) rows.push_back(transportRow(t, r, r == 3 ? off : TopoOptions{}));
-  EXPECT_EQ(verifyTransportAgreement(rows), ncclInvalidUsage);
+  const HostGroups groups = hostGroups(t);
+  std::vector<TopoOptions> opts(4);
+  opts[3].p2pLevel = PathType::Loc;
+  std::vector<LocalRow> rows = localRows(t, groups, opts);
+  EXPECT_EQ(verifyTransportAgreement(groups, rows), ncclInvalidUsage);
   std::string msg = log::lastErrorOfThread();
   EXPECT_NE(msg.find("rank 2 would reach rank 3 through P2P but rank 3 would reach rank 2 through SHM"),
             std::string::npos)
       << msg;
   // All alike: fine.
-  rows[3] = transportRow(t, 3, TopoOptions{});
-  EXPECT_EQ(verifyTransportAgreement(rows), ncclSuccess);
+  opts[3] = TopoOptions{};
+  rows = localRows(t, groups, opts);
+  EXPECT_EQ(verifyTransportAgreement(groups, rows), ncclSuccess);
   // A row of the wrong length.
   rows[1].pop_back();
-  EXPECT_EQ(verifyTransportAgreement(rows), ncclInternalError);
+  EXPECT_EQ(verifyTransportAgreement(groups, rows), ncclInternalError);
 }
 
 TEST(GraphTransport, NetBeatsSlowP2pInsideAHost) {
