@@ -15,8 +15,11 @@ constexpr param::IntParam kBootstrapTimeout{"NCCL_BOOTSTRAP_TIMEOUT", 300};
 // A connection must send a complete, valid hello this soon after it is accepted; real ranks send
 // it at once, so anything slower is a stranger (or a port scanner) holding a slot.
 constexpr int kHelloTimeoutMs = 10000;
-// At most this many connections may wait for their hello; beyond it the oldest is dropped.
+// At most this many connections may wait for their hello; beyond it the oldest is dropped, once
+// it has waited kPendingGraceMs. A large job's ranks reach the root all at once, thousands of them
+// queued before the root reads the first hello: those must get the time to be read.
 constexpr size_t kMaxPendingConnections = 512;
+constexpr int kPendingGraceMs = 2000;
 // How long a rank keeps waiting past its own deadline for the root's verdict, which names the
 // missing ranks (the root's clock starts with the first arrival, a moment later than ours).
 constexpr int kRootVerdictGraceMs = 1000;

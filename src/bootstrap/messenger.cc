@@ -255,7 +255,7 @@ void Messenger::expireStrangers() {
     if (now - in.since > std::chrono::milliseconds(kHelloTimeoutMs)) {
       rejects_.reject(in.from.toString(), "no valid hello within " + std::to_string(kHelloTimeoutMs / 1000) + " s");
       in.dead = true;
-    } else if (pending > kMaxPendingConnections) {
+    } else if (pending > kMaxPendingConnections && now - in.since > std::chrono::milliseconds(kPendingGraceMs)) {
       rejects_.reject(in.from.toString(), "too many connections waiting for their hello");
       in.dead = true;
     }

@@ -123,6 +123,7 @@ void Root::Session::acceptAll() {
       return;
     }
     conns_.push_back(std::move(c));
+    handle(*conns_.back());  // a rank sends its hello as it connects: read it now, not a poll later
   }
 }
 
@@ -315,7 +316,7 @@ void Root::Session::expireStrangers() {
     if (now - c.since > std::chrono::milliseconds(kHelloTimeoutMs)) {
       rejects_.reject(c.from.toString(), "no valid hello within " + std::to_string(kHelloTimeoutMs / 1000) + " s");
       c.dead = true;
-    } else if (pending > kMaxPendingConnections) {
+    } else if (pending > kMaxPendingConnections && now - c.since > std::chrono::milliseconds(kPendingGraceMs)) {
       rejects_.reject(c.from.toString(), "too many connections waiting for their hello");
       c.dead = true;
     }

@@ -1,4 +1,5 @@
-// The bootstrap with a thousand ranks (matrix row 12, "init at scale"): 8 processes of 128 rank
+// The bootstrap at scale (matrix row 12): a root that finds 1500 ranks queued at once answers them
+// all, and a thousand ranks run as 8 processes of 128 rank
 // threads each, three creations in a row (a restart loop), each an init, allgathers of two sizes
 // checked slot by slot, and a barrier. Processes rather than one: every rank holds about 4 log2(n)
 // sockets, more than one process may open here.
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/wire.h"
 #include "bootstrap_fork_harness.h"
 
 namespace weft::bootstrap {
@@ -116,6 +118,55 @@ TEST(BootstrapScale, AThousandRanksCreateThreeTimesOver) {
            (r.rank + 1) * kThreadsPerProcess - 1, r.outcome.text.c_str());
   }
   for (auto& root : roots) EXPECT_EQ(root->join(), ncclSuccess);
+}
+
+// A large job's ranks all reach the root at once (one launcher starts them together): 1500 are
+// queued on its listen socket, each with its hello sent, before the root accepts the first. Every
+// one of them is a rank, so every one must be answered; the limit on connections waiting for their
+// hello (meant for strangers holding slots) must not drop ranks that had no chance to be read yet.
+TEST(BootstrapScale, RanksQueuedAtTheRootAllAtOnceAreAllAnswered) {
+  constexpr int kQueued = 1500;
+  const uint64_t jobKey = randomJobKey();
+  std::unique_ptr<Root> root;
+  ASSERT_EQ(Root::create(SocketAddress::loopback(AF_INET), jobKey, &root, 30), ncclSuccess);
+  std::vector<Fd> ranks(kQueued);
+  const util::Deadline deadline = util::Deadline::afterSeconds(20);
+  Fd unused;  // a valid listen address for the hellos; the ranks' neighbours never dial it here
+  SocketAddress listenAddress;
+  ASSERT_EQ(listenOn(SocketAddress::loopback(AF_INET), &unused, &listenAddress), ncclSuccess);
+  for (int r = 0; r < kQueued; ++r) {
+    int err = 0;
+    ASSERT_EQ(connectBlocking(root->address(), deadline, nullptr, true, &ranks[r], &err), Io::kOk) << r;
+    wire::RootHello hello;
+    memset(&hello, 0, sizeof(hello));
+    hello.rank = r;
+    hello.nRanks = kQueued;
+    hello.nRoots = 1;
+    hello.listen = wire::encodeAddress(listenAddress);
+    char frame[sizeof(wire::FrameHeader) + sizeof(hello)];
+    const wire::FrameHeader h =
+        wire::makeHeader(wire::FrameType::kRootHello, jobKey, r, 0, sizeof(hello), sizeof(hello));
+    memcpy(frame, &h, sizeof(h));
+    memcpy(frame + sizeof(h), &hello, sizeof(hello));
+    ASSERT_EQ(sendAll(ranks[r].get(), frame, sizeof(frame), deadline, nullptr, &err), Io::kOk) << r;
+  }
+  std::atomic<bool> stop{false};
+  root->start(&stop);
+  int answered = 0, firstUnanswered = -1;
+  for (int r = 0; r < kQueued; ++r) {
+    char reply[sizeof(wire::FrameHeader) + sizeof(wire::RootReply)];
+    int err = 0;
+    wire::FrameHeader h;
+    if (recvAll(ranks[r].get(), reply, sizeof(reply), deadline, nullptr, &err) == Io::kOk &&
+        (memcpy(&h, reply, sizeof(h)), h.type == (uint16_t)wire::FrameType::kRootReply)) {
+      ++answered;
+    } else if (firstUnanswered < 0) {
+      firstUnanswered = r;
+    }
+  }
+  EXPECT_EQ(answered, kQueued) << "rank " << firstUnanswered << " was not answered";
+  stop.store(true);  // a root that lost ranks would wait for them
+  EXPECT_EQ(root->join(), ncclSuccess);
 }
 
 }  // namespace
