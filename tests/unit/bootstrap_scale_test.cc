@@ -1,8 +1,8 @@
-// The bootstrap at scale (matrix row 12): a root that finds 1500 ranks queued at once answers them
-// all, and a thousand ranks run as 8 processes of 128 rank
-// threads each, three creations in a row (a restart loop), each an init, allgathers of two sizes
-// checked slot by slot, and a barrier. Processes rather than one: every rank holds about 4 log2(n)
-// sockets, more than one process may open here.
+// The bootstrap at scale (matrix row 12): a root that finds 1500 ranks queued at once answers
+// them all; a thousand ranks, 8 processes of 128 rank threads each, create three times in a row
+// (a restart loop), each creation an init, allgathers of two sizes checked slot by slot, and a
+// barrier. Processes rather than one: every rank holds about 4 log2(n) sockets, more than one
+// process may open here.
 //
 // The allgathers are Bruck's (ceil(log2 n) rounds), the address exchange at init too. With 512
 // rank threads per core, every sequential step costs a pass of the scheduler over all of them:
