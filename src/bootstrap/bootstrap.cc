@@ -392,6 +392,15 @@ Status Bootstrap::learnAddress(int sender, int rank, const void* wireAddress,
   return ncclSuccess;
 }
 
+std::string Bootstrap::trafficText() const {
+  const Messenger::Traffic& t = messenger_.traffic();
+  char text[160];
+  snprintf(text, sizeof(text), "sent %llu messages (%.1f KiB), received %llu (%.1f KiB), %zu peers connected",
+           (unsigned long long)t.messagesSent, t.bytesSent / 1024.0, (unsigned long long)t.messagesReceived,
+           t.bytesReceived / 1024.0, connectedPeers());
+  return text;
+}
+
 void Bootstrap::close() {
   messenger_.close();
   for (int i = 0; i < 1000 && (busy_.load() || uses_.load() > 0); ++i) {

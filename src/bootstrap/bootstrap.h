@@ -100,6 +100,11 @@ class Bootstrap {
   // "10.0.0.4:41234": where `rank` listens, for error messages ("address unknown" if not known).
   std::string peerAddress(int rank) const;
   const SocketAddress& listenAddress() const { return messenger_.listenAddress(); }
+  // What this rank sent and received so far, and with how many peers it has connections.
+  const Messenger::Traffic& traffic() const { return messenger_.traffic(); }
+  size_t connectedPeers() const { return messenger_.connectedPeers().size(); }
+  // "sent 12 messages (3.1 KiB), received 12 (3.1 KiB), 6 peers connected" for logs.
+  std::string trafficText() const;
   // The text of the latest failure of this bootstrap (also logged as WARN); empty if none.
   const std::string& failureText() const { return messenger_.failureText(); }
 

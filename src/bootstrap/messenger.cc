@@ -333,6 +333,8 @@ Status Messenger::recv(int peer, FrameType type, int tag, void* data, size_t byt
                     peerText(peer).c_str(), m.data.size(), tag, bytes);
       }
       if (bytes > 0) memcpy(data, m.data.data(), bytes);
+      ++traffic_.messagesReceived;
+      traffic_.bytesReceived += bytes;
       return ncclSuccess;
     }
     if (peer == rank_) return fail(ncclInvalidUsage, "%s: receive from this rank itself (tag %d) without a matching send", op, tag);
@@ -499,6 +501,8 @@ Status Messenger::send(int peer, FrameType type, int tag, const void* data, size
     }
     offset += length;
   } while (offset < bytes);
+  ++traffic_.messagesSent;
+  traffic_.bytesSent += bytes;
   return ncclSuccess;
 }
 

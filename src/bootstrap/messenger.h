@@ -69,6 +69,11 @@ class Messenger {
   const std::string& failureText() const { return failureText_; }
   // Peers with a live connection to or from this rank: alive a moment ago and cheap to notify.
   std::vector<int> connectedPeers() const;
+  // Messages (not frames) this rank sent and received so far, and their bytes (payload only).
+  struct Traffic {
+    uint64_t messagesSent = 0, bytesSent = 0, messagesReceived = 0, bytesReceived = 0;
+  };
+  const Traffic& traffic() const { return traffic_; }
   const std::string& remoteFailure() const { return remoteFailure_; }
 
   // Waits up to timeoutMs for activity and handles it: accepts connections, reads frames. While a
@@ -129,6 +134,7 @@ class Messenger {
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Incoming>> incoming_;
   RejectLog rejects_;
+  Traffic traffic_;
   std::string failureText_;
   std::string remoteFailure_;
   int remoteFailurePeer_ = -1;

@@ -386,6 +386,8 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
   WEFT_INFO(log::kInit, "comm %p rank %d nRanks %d cudaDev %d busId %s commHash 0x%llx - Init COMPLETE (%d channels, "
             "%.3f s)", (void*)comm, rank, nRanks, cudaDev, comm->busId.c_str(), (unsigned long long)comm->commHash,
             comm->nChannels, seconds);
+  WEFT_INFO(log::kInit | log::kBootstrap, "rank %d: bootstrap traffic of the creation: %s", rank,
+            comm->bootstrap->trafficText().c_str());
   return ncclSuccess;
 }
 

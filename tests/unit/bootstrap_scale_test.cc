@@ -63,6 +63,20 @@ std::string oneCreation(int rank, int creation, const ncclUniqueId& id, double* 
   t = std::chrono::steady_clock::now();
   if (b->barrier() != ncclSuccess) return "barrier: " + b->failureText();
   slowest[3] = std::max(slowest[3], secondsSince(t));
+  // log2(1024) = 10 rounds each: the address exchange (two messages a round but the last), two
+  // allgathers and the barrier (one each); a ring would have sent 1023 per allgather. Bytes: what
+  // the allgathers bring, (n - 1) x (16 + 256) and addresses, and two addresses passed on a round.
+  constexpr uint64_t kRounds = 10, kAddressBytes = sizeof(wire::WireAddress), kMessages = 5 * kRounds - 1;
+  const Messenger::Traffic& traffic = b->traffic();
+  if (traffic.messagesSent != kMessages || traffic.messagesReceived != kMessages) {
+    return "sent " + std::to_string(traffic.messagesSent) + " and received " +
+           std::to_string(traffic.messagesReceived) + " messages, expected " + std::to_string(kMessages);
+  }
+  const uint64_t gathered = (kRanks - 1) * (16 + 256 + kAddressBytes) + 2 * (kRounds - 1) * kAddressBytes;
+  if (traffic.bytesReceived != gathered) {
+    return "received " + std::to_string(traffic.bytesReceived) + " bytes, expected " + std::to_string(gathered);
+  }
+  if (b->connectedPeers() > 4 * kRounds) return "connected with " + std::to_string(b->connectedPeers()) + " peers";
   return "";
 }
 
