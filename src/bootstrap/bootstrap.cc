@@ -495,10 +495,12 @@ Status Bootstrap::barrier() {
 // rank in a barrier or an allgather), and rank - 2^k (the address exchange's second message).
 std::vector<int> Bootstrap::doublingPeers() const {
   std::vector<int> peers;
+  auto add = [&](int64_t p) {
+    if (std::find(peers.begin(), peers.end(), (int)p) == peers.end()) peers.push_back((int)p);
+  };
   for (int64_t dist = 1; dist < nRanks_; dist <<= 1) {
-    peers.push_back((int)((rank_ + dist) % nRanks_));
-    const int behind = (int)((rank_ + nRanks_ - dist) % nRanks_);
-    if (std::find(peers.begin(), peers.end(), behind) == peers.end()) peers.push_back(behind);
+    add((rank_ + dist) % nRanks_);
+    add((rank_ + nRanks_ - dist) % nRanks_);
   }
   return peers;
 }
