@@ -22,11 +22,6 @@
 namespace weft::bootstrap {
 namespace {
 
-using test::ChildResult;
-using test::ForkedRanks;
-using test::ParentRoot;
-using test::RankOutcome;
-
 constexpr int kProcesses = 8;
 constexpr int kThreadsPerProcess = 128;
 constexpr int kRanks = kProcesses * kThreadsPerProcess;
@@ -81,10 +76,10 @@ std::string oneCreation(int rank, int creation, const ncclUniqueId& id, double* 
 }
 
 // A child process: its 128 ranks as threads, creation after creation.
-RankOutcome runProcess(int process) {
+test::RankOutcome runProcess(int process) {
   test::childSetEnv("NCCL_BOOTSTRAP_TIMEOUT", "60");
-  const std::vector<ncclUniqueId> ids = ForkedRanks::idsOfThisChild();
-  if ((int)ids.size() != kCreations) return RankOutcome{test::kCheckFailed, 0, "expected one id per creation"};
+  const std::vector<ncclUniqueId> ids = test::ForkedRanks::idsOfThisChild();
+  if ((int)ids.size() != kCreations) return test::RankOutcome{test::kCheckFailed, 0, "expected one id per creation"};
   std::mutex mu;
   std::string firstError;
   double slowest[4] = {0, 0, 0, 0};  // init, allgather 16 B, allgather 256 B, barrier
@@ -116,17 +111,17 @@ RankOutcome runProcess(int process) {
 TEST(BootstrapScale, AThousandRanksCreateThreeTimesOver) {
   std::vector<int> processes(kProcesses);
   for (int p = 0; p < kProcesses; ++p) processes[p] = p;
-  ForkedRanks ranks;
+  test::ForkedRanks ranks;
   ranks.start(processes, [](int process, const ncclUniqueId&) { return runProcess(process); });
-  std::vector<std::unique_ptr<ParentRoot>> roots;
+  std::vector<std::unique_ptr<test::ParentRoot>> roots;
   std::vector<ncclUniqueId> ids;
   for (int c = 0; c < kCreations; ++c) {
-    roots.push_back(std::make_unique<ParentRoot>(60));
+    roots.push_back(std::make_unique<test::ParentRoot>(60));
     ids.push_back(roots.back()->id);
   }
   for (int p = 0; p < kProcesses; ++p) ranks.sendIds(p, ids.data(), kCreations);
   auto rs = ranks.wait(110000);
-  for (const ChildResult& r : rs) {
+  for (const test::ChildResult& r : rs) {
     EXPECT_EQ(r.outcome.status, ncclSuccess) << test::describe(rs);
     printf("process %d (ranks %d-%d): %s\n", r.rank, r.rank * kThreadsPerProcess,
            (r.rank + 1) * kThreadsPerProcess - 1, r.outcome.text.c_str());
