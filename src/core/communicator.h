@@ -140,6 +140,9 @@ struct ncclComm {
   // communicator's last launch in them; a graph's first launch waits for it and lastLaunchEvent.
   weft::runtime::Event graphLaunchEvent = nullptr;
   bool graphsOrdered = false;  // a graph records graphLaunchEvent: stream launches wait for it too
+  // Set (after graphsOrdered) once a launch was captured: the watchdog then also asks whether the
+  // graphs' replays have finished.
+  std::atomic<bool> capturedLaunches{false};
   // Per graph being captured (the latest used few): the stream and the nodes this communicator's
   // latest launch in it ended with (a later launch into it on another stream starts after them)
   // and, with NCCL_GRAPH_MIXING_SUPPORT, the node recording graphLaunchEvent after them.

@@ -27,6 +27,9 @@ namespace {
 
 const param::IntParam kIntervalMs{"NCCL_WEFT_WATCHDOG_INTERVAL_MS", 100};
 const param::IntParam kHangReportSeconds{"NCCL_WEFT_HANG_REPORT_SECONDS", 60};
+// How long a rank's unfinished work may go on after a peer exits before it is aborted: work that
+// no longer needs the peer (its part of a ring was done) ends within it.
+const param::IntParam kPeerExitGraceMs{"NCCL_WEFT_PEER_EXIT_GRACE_MS", 1000};
 constexpr double kProgressLookSeconds = 0.5;  // how often the communicator's last launch is queried
 
 // The fields after the command name: "S ppid pgrp ..." (field 3 onwards). The name is the text
@@ -50,10 +53,13 @@ struct Watched {
   PeerWatch watch;
   ProgressWatch progress;
   double lastLook = 0;
+  int goneRank = -1;  // a peer seen exiting, while this rank's work may still end
+  double goneAt = 0;
 };
 
-void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError) {
-  comm->setLastError(log::lastErrorOfThread());
+// Fails the communicator with `why` as its last error (by default this thread's last warning).
+void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError, const char* why = nullptr) {
+  comm->setLastError(why != nullptr ? why : log::lastErrorOfThread());
   comm->asyncError.store(code);
   requestAbort(comm);
 }
@@ -100,18 +106,36 @@ std::string laggardsOf(ncclComm* comm) {
   return text;
 }
 
+// Whether the communicator's kernels have all finished: its last stream launch and, with
+// `withGraphs`, the latest replay of a graph it was captured into, which only graphs ordered by
+// NCCL_GRAPH_MIXING_SUPPORT (the default) record. Unknown when a query fails or unordered graphs
+// were captured.
+GpuWork gpuWorkOf(ncclComm* comm, bool withGraphs) {
+  runtime::ScopedDevice device;
+  bool finished = true;
+  if (isError(device.set(comm->cudaDev)) || isError(runtime::eventQuery(comm->lastLaunchEvent, &finished))) {
+    return GpuWork::Unknown;
+  }
+  if (!finished) return GpuWork::Running;
+  if (!withGraphs || !comm->capturedLaunches.load(std::memory_order_acquire)) return GpuWork::Finished;
+  if (!comm->graphsOrdered) return GpuWork::Unknown;
+  if (isError(runtime::eventQuery(comm->graphLaunchEvent, &finished))) return GpuWork::Unknown;
+  return finished ? GpuWork::Finished : GpuWork::Running;
+}
+
 // Looks at whether the communicator's stream work has finished; reports and fails as decided.
+// Graph replays are left out: they are not counted, so replays back to back would look like one
+// launch that never finishes.
 void checkProgress(Watched& w, double now, double timeoutSec) {
   if (now - w.lastLook < kProgressLookSeconds || w.watch.anyStopped()) return;  // stopped peers: PeerWatch decides
   const double reportSec = (double)kHangReportSeconds.get();
   if (reportSec <= 0 && timeoutSec <= 0) return;  // both off: no CUDA call from this thread at all
   w.lastLook = now;
   ncclComm* comm = w.comm;
-  bool finished = true;
-  runtime::ScopedDevice device;
-  if (isError(device.set(comm->cudaDev)) || isError(runtime::eventQuery(comm->lastLaunchEvent, &finished))) return;
+  const GpuWork work = gpuWorkOf(comm, false);
+  if (work == GpuWork::Unknown) return;
   double quiet = 0;
-  const auto verdict = w.progress.update(finished, comm->opCount(), now, reportSec, timeoutSec, &quiet);
+  const auto verdict = w.progress.update(work == GpuWork::Finished, comm->opCount(), now, reportSec, timeoutSec, &quiet);
   if (verdict == ProgressWatch::kNothing) return;
   if (verdict == ProgressWatch::kFinishedAfterReport) {
     WEFT_WARN("rank %d: this communicator's work has finished after all", comm->rank);
@@ -141,15 +165,43 @@ bool reportFinding(Watched& w) {
   return true;
 }
 
+// A peer has exited: once this rank's work has ended, fail the communicator quietly (most often the
+// end of a job, ranks leaving one after the other; the next call must still not wait for the dead
+// peer); if the work waits for the peer past the grace, warn and abort it.
+void settlePeerExit(Watched& w, double now) {
+  ncclComm* comm = w.comm;
+  const PeerInfo& p = comm->peers[w.goneRank];
+  const double grace = std::max<int64_t>(0, kPeerExitGraceMs.get()) / 1000.0;
+  switch (judgePeerExit(gpuWorkOf(comm, true), now - w.goneAt, grace)) {
+    case PeerExitVerdict::Wait:
+      return;
+    case PeerExitVerdict::Quiet: {
+      char text[512];
+      std::snprintf(text, sizeof(text), "rank %d: peer rank %d (pid %d on %s, GPU %s) has exited after this "
+                    "communicator's work had finished; it can no longer complete collectives, so its next call "
+                    "fails (ncclRemoteError). Destroy or abort it", comm->rank, w.goneRank, p.pid, p.hostName, p.busId);
+      WEFT_INFO(log::kInit, "%s", text);
+      failCommunicator(comm, ncclRemoteError, text);
+      return;
+    }
+    case PeerExitVerdict::Fail:
+      WEFT_WARN("rank %d: peer rank %d (pid %d on %s, GPU %s) has exited; this communicator (%d ranks) can no longer "
+                "complete collectives. Its pending work is aborted; check rank %d's log for why it exited, then destroy "
+                "or abort this communicator", comm->rank, w.goneRank, p.pid, p.hostName, p.busId, comm->nRanks,
+                w.goneRank);
+      failCommunicator(comm);
+      return;
+  }
+}
+
 void report(Watched& w, const PeerWatch::Event& e, double timeoutSec) {
   ncclComm* comm = w.comm;
   const PeerInfo& p = comm->peers[e.rank];
   switch (e.kind) {
     case PeerWatch::Event::Gone:
-      WEFT_WARN("rank %d: peer rank %d (pid %d on %s, GPU %s) has exited; this communicator (%d ranks) can no longer "
-                "complete collectives. Its pending work is aborted; check rank %d's log for why it exited, then destroy "
-                "or abort this communicator", comm->rank, e.rank, p.pid, p.hostName, p.busId, comm->nRanks, e.rank);
-      failCommunicator(comm);
+      w.goneRank = e.rank;
+      w.goneAt = nowSeconds();
+      settlePeerExit(w, w.goneAt);
       break;
     case PeerWatch::Event::StoppedTooLong:
       WEFT_WARN("rank %d: peer rank %d (pid %d on %s, GPU %s) has been stopped for %.0f s (NCCL_TIMEOUT=%.0f); this "
@@ -185,7 +237,9 @@ struct Watchdog {
   }
 
   static void check(Watched& w, double timeoutSec) {
-    if (w.watch.over() || isError(w.comm->asyncError.load()) || w.comm->abortRequested.load()) return;
+    if (isError(w.comm->asyncError.load()) || w.comm->abortRequested.load()) return;
+    if (w.goneRank >= 0) return settlePeerExit(w, nowSeconds());
+    if (w.watch.over()) return;
     if (reportFinding(w)) return;
     std::vector<ProcessState> states(w.pids.size(), ProcessState::Running);
     for (size_t r = 0; r < w.pids.size(); ++r) {
@@ -274,6 +328,11 @@ std::vector<PeerWatch::Event> PeerWatch::update(const std::vector<ProcessState>&
 
 bool PeerWatch::anyStopped() const {
   return std::any_of(stoppedSince_.begin(), stoppedSince_.end(), [](double t) { return t >= 0; });
+}
+
+PeerExitVerdict judgePeerExit(GpuWork work, double sinceExit, double graceSec) {
+  if (work == GpuWork::Finished) return PeerExitVerdict::Quiet;
+  return sinceExit >= graceSec ? PeerExitVerdict::Fail : PeerExitVerdict::Wait;
 }
 
 ProgressWatch::Verdict ProgressWatch::update(bool finished, uint64_t ops, double now, double reportSec,

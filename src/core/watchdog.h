@@ -10,6 +10,10 @@
 //     application waits for it) is reported, naming the ranks that have issued fewer collectives
 //     (core/op_ledger.h); unfinished for NCCL_TIMEOUT seconds, it fails the communicator. Stream
 //     launches only: a CUDA graph's replays are not seen.
+//   - a peer that exits while this communicator has no unfinished work (the end of a job: it may
+//     have done its part of the last collective while this rank's kernel still finishes, so that
+//     work gets NCCL_WEFT_PEER_EXIT_GRACE_MS to end) is logged at INFO, not warned about; the
+//     communicator still fails, so its next call does not wait for the dead peer.
 // One thread per process, started by the first communicator of more than one rank. Only peers in
 // this pid namespace are probed (a peer's pid means nothing in another namespace).
 #pragma once
@@ -68,6 +72,15 @@ class PeerWatch {
   std::vector<double> stoppedSince_;  // per rank: when it was first seen stopped, or -1
   bool over_ = false;
 };
+
+// What a communicator's kernels are doing, as its events tell.
+enum class GpuWork { Finished, Running, Unknown };
+
+// A watched peer has exited `sinceExit` seconds ago (pure, unit-tested): Quiet once this rank's
+// work has finished (fail the communicator without a warning), Fail once `graceSec` has passed
+// with the work unfinished or unknown (it waits for the dead peer), else Wait.
+enum class PeerExitVerdict { Wait, Quiet, Fail };
+PeerExitVerdict judgePeerExit(GpuWork work, double sinceExit, double graceSec);
 
 // The watchdog's decisions about one communicator's progress (unit-tested). Its work is "quiet"
 // while it is unfinished and the operation count stays the same; a new call restarts the clock.

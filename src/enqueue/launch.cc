@@ -258,6 +258,7 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
   order.stream = stream;
   WEFT_TRY(runtime::captureFrontier(stream, &order.tail));
   order.lastUse = ++comm->captureUses;
+  comm->capturedLaunches.store(true, std::memory_order_release);
   // A capture's end is not seen here, so records are kept for the graphs used last: captures of
   // one communicator rarely interleave, and one still going whose record was dropped (32 others
   // used since its last launch) would lose the order between its launches on forked streams and

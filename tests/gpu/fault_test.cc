@@ -27,6 +27,11 @@
 //   skip-sendrecv   after a first exchange of sends and receives between every pair, the victim
 //                   does not call the second: the others report it as the rank that has posted
 //                   fewer sends to them than their receives
+//   exit-idle       after the warm-up, the victim destroys its communicator and exits (the end of a
+//                   job): the survivors, with no work pending, get no warning (their NCCL_DEBUG=WARN
+//                   logs are read) but ncclRemoteError from ncclCommGetAsyncError and from their next
+//                   all_reduce at once, with a last error naming the peer and saying their work had
+//                   finished
 //   mismatch-count  nothing fails, but the victim's all_reduce has half the others' count (it calls
 //                   0.3 s after them)
 //   mismatch-root   the victim's broadcast names root 1, the others' root 0 (it calls after them)
@@ -74,13 +79,13 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
   KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend, SkipSendRecv,
-  KillSendRecvRegistered, KillWindow
+  KillSendRecvRegistered, KillWindow, ExitIdle
 };
 const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
                         "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
                         "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send",
-                        "skip-sendrecv",  "kill-sendrecv-reg", "kill-window"};
-constexpr int kScenarios = 17;
+                        "skip-sendrecv",  "kill-sendrecv-reg", "kill-window",   "exit-idle"};
+constexpr int kScenarios = 18;
 
 bool isMismatch(Scenario s) {
   return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall ||
@@ -295,8 +300,64 @@ void mismatchedCall(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStre
   x.verdict(drains(s, 10, &why), "the stream drains after the abort", why);
 }
 
+// The end of every survivor whose communicator failed: ncclCommAbort returns promptly, the stream
+// drains, and a fresh communicator of the survivors works.
+void abortAndRecover(Rank& x, ncclComm_t comm, float* buf, cudaStream_t s, const ncclUniqueId& recoveryId) {
+  const double a0 = now();
+  ncclResult_t r = ncclCommAbort(comm);
+  const double took = now() - a0;
+  x.verdict(r == ncclSuccess && took <= kAbortLimitSeconds, "ncclCommAbort returns promptly",
+            text(r) + " in " + std::to_string(took) + " s");
+  std::string drainWhy;
+  if (!drains(s, 10, &drainWhy)) x.fatal("the stream drains after the abort", drainWhy);
+  x.verdict(true, "the stream drains after the abort", "");
+  ncclComm_t fresh = nullptr;
+  r = ncclCommInitRank(&fresh, x.nranks - 1, recoveryId, x.rank);
+  if (r != ncclSuccess) x.fatal("a new communicator of the survivors", "ncclCommInitRank: " + text(r));
+  std::string why;
+  x.verdict(checkedAllReduce(fresh, x.rank, x.nranks - 1, buf, s, &why), "a checked all_reduce among the survivors", why);
+  ncclCommDestroy(fresh);
+}
+
+// The NCCL_DEBUG_FILE of an exit-idle rank (set before its first library call).
+std::string idleLogPath(pid_t pid) { return "/tmp/weft_fault_exit_idle." + std::to_string(pid) + ".log"; }
+
+// exit-idle: nothing is pending here when the victim exits; the communicator must fail without a
+// warning, and its next call must not wait for the dead peer.
+void survivorPeerExitedIdle(Rank& x, ncclComm_t comm, float* buf, cudaStream_t s, const ncclUniqueId& recoveryId) {
+  const double t0 = now();
+  ncclResult_t async = ncclSuccess;
+  while (async == ncclSuccess && now() - t0 < kDeathLimitSeconds + 1) {
+    ncclCommGetAsyncError(comm, &async);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double seen = now() - t0;  // the victim waits 0.3 s before it exits
+  x.verdict(async == ncclRemoteError && seen <= kDeathLimitSeconds + 1,
+            "ncclCommGetAsyncError reports ncclRemoteError once the idle peer has exited",
+            "got " + text(async) + " after " + std::to_string(seen) + " s");
+  const std::string last = ncclGetLastError(comm);
+  const std::string who = "peer rank " + std::to_string(x.nranks - 1);
+  x.verdict(last.find(who) != std::string::npos && last.find("exited") != std::string::npos &&
+                last.find("had finished") != std::string::npos,
+            "the last error names the peer and says the work had finished", last);
+  const double c0 = now();
+  const ncclResult_t r = ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, comm, s);
+  x.verdict(r == ncclRemoteError && now() - c0 <= 1.0, "the next all_reduce fails at once",
+            text(r) + " in " + std::to_string(now() - c0) + " s");
+  std::string warned;
+  std::FILE* log = std::fopen(idleLogPath(getpid()).c_str(), "r");
+  for (char line[1024]; log != nullptr && std::fgets(line, sizeof(line), log) != nullptr;) {
+    if (std::strstr(line, " WARN ") != nullptr && std::strstr(line, "has exited") != nullptr) warned += line;
+  }
+  if (log != nullptr) std::fclose(log);
+  std::remove(idleLogPath(getpid()).c_str());
+  x.verdict(warned.empty(), "no warning about the exit (NCCL_DEBUG=WARN log)", warned);
+  abortAndRecover(x, comm, buf, s, recoveryId);
+}
+
 void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s, cudaGraphExec_t g,
               const ncclUniqueId& recoveryId) {
+  if (x.scenario == Scenario::ExitIdle) return survivorPeerExitedIdle(x, comm, send, s, recoveryId);
   if (x.scenario == Scenario::KillFinalize || x.scenario == Scenario::KillWindow)
     return survivorHostCall(x, comm, recv);
   if (x.scenario == Scenario::RevokeShrink) return survivorRevoke(x, comm, send, recv, s);
@@ -357,25 +418,15 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
               text(r) + " in " + std::to_string(now() - a0) + " s");
     return;
   }
-  const double a0 = now();
-  r = ncclCommAbort(comm);
-  const double took = now() - a0;
-  x.verdict(r == ncclSuccess && took <= kAbortLimitSeconds, "ncclCommAbort returns promptly",
-            text(r) + " in " + std::to_string(took) + " s");
-  std::string drainWhy;
-  if (!drains(s, 10, &drainWhy)) x.fatal("the stream drains after the abort", drainWhy);
-  x.verdict(true, "the stream drains after the abort", "");
-  // A fresh communicator of the survivors works.
-  ncclComm_t fresh = nullptr;
-  r = ncclCommInitRank(&fresh, x.nranks - 1, recoveryId, x.rank);
-  if (r != ncclSuccess) x.fatal("a new communicator of the survivors", "ncclCommInitRank: " + text(r));
-  std::string why;
-  x.verdict(checkedAllReduce(fresh, x.rank, x.nranks - 1, send, s, &why), "a checked all_reduce among the survivors", why);
-  ncclCommDestroy(fresh);
+  abortAndRecover(x, comm, send, s, recoveryId);
 }
 
 int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::vector<int>& idWrites) {
   alarm(kChildAlarmSeconds);
+  if (sc == Scenario::ExitIdle) {  // read before the first library call
+    setenv("NCCL_DEBUG", "WARN", 1);
+    setenv("NCCL_DEBUG_FILE", idleLogPath(getpid()).c_str(), 1);
+  }
   Rank x{sc, rank, nranks, rank % gpus};
   cudaSetDevice(x.dev);
   ncclUniqueId ids[2];  // the communicator of all ranks; the survivors' new one
@@ -409,7 +460,8 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
   std::string why;
   if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("warm-up all_reduce", why);
   cudaGraphExec_t graph = nullptr;
-  if (sc == Scenario::KillGraph) {  // every rank captures (connections are made at capture) and replays once
+  // Every rank captures (connections are made at capture) and replays once.
+  if (sc == Scenario::KillGraph) {
     cudaGraph_t g;
     cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
@@ -437,6 +489,12 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
     }
     if (sc == Scenario::SkipCall || sc == Scenario::RevokeShrink || sc == Scenario::SkipSendRecv) {
       for (;;) pause();  // alive and running, but never calls; the parent kills it at the end
+    }
+    if (sc == Scenario::ExitIdle) {  // the end of a job: its work done, this rank leaves first
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ncclCommDestroy(comm);
+      std::remove(idleLogPath(getpid()).c_str());
+      return 0;
     }
     if (sc == Scenario::ShrinkAlive) {  // blocks until the survivors have shrunk and join it
       if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("the all_reduce on the parent", why);
@@ -507,7 +565,8 @@ bool runScenario(Scenario sc, int nranks, int gpus) {
   }
   if (victimIdles(sc)) kill(victim, SIGKILL);
   waitpid(victim, &status, 0);
-  const bool victimLives = sc == Scenario::StopContinue || sc == Scenario::ShrinkAlive || isMismatch(sc);
+  const bool victimLives =
+      sc == Scenario::StopContinue || sc == Scenario::ShrinkAlive || sc == Scenario::ExitIdle || isMismatch(sc);
   const bool victimOk = victimLives ? (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                                     : (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   if (!victimOk) std::printf("FAIL %s victim rank %d: %s\n", kNames[(int)sc], nranks - 1, describe(status).c_str());

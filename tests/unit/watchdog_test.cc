@@ -157,3 +157,15 @@ TEST(ProgressWatch, NewCallsRestartTheClockAndFinishingEndsTheEpisode) {
   silent.update(false, 1, 0.0, 0, 0, &quiet);
   EXPECT_EQ(silent.update(false, 1, 1e6, 0, 0, &quiet), ProgressWatch::kNothing);
 }
+
+TEST(PeerExit, FinishedWorkEndsQuietlyUnfinishedWorkGetsTheGraceThenFails) {
+  using V = PeerExitVerdict;
+  EXPECT_EQ(judgePeerExit(GpuWork::Finished, 0.0, 1.0), V::Quiet);   // the end of a job
+  EXPECT_EQ(judgePeerExit(GpuWork::Finished, 5.0, 1.0), V::Quiet);   // its last kernel ended late
+  EXPECT_EQ(judgePeerExit(GpuWork::Running, 0.0, 1.0), V::Wait);     // it may not need the peer any more
+  EXPECT_EQ(judgePeerExit(GpuWork::Running, 0.99, 1.0), V::Wait);
+  EXPECT_EQ(judgePeerExit(GpuWork::Running, 1.0, 1.0), V::Fail);     // it waits for the dead peer
+  EXPECT_EQ(judgePeerExit(GpuWork::Unknown, 0.5, 1.0), V::Wait);     // a graph replay may still run
+  EXPECT_EQ(judgePeerExit(GpuWork::Unknown, 1.5, 1.0), V::Fail);
+  EXPECT_EQ(judgePeerExit(GpuWork::Running, 0.0, 0.0), V::Fail);     // no grace: at once, as before
+}
