@@ -13,7 +13,7 @@
 # registration, NCCL observed; PyTorch's allocator hook), determinism (same bits each run and
 # rank), zerocopy (registered point-to-point and windows, and their busbw against NCCL's), devapi
 # (NCCL's device API: a kernel compiled against nccl_device.h on weft's windows), storm (communicators
-# aborted at random moments, STORM_S seconds), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
+# aborted at random moments, STORM_S seconds), soak (checked mixed work for SOAK_S seconds, judged for drift), huge (all_reduce 2-8 GiB), scan (busbw per channel count, buffer
 # size, p2p warp split), fit (tools/fit_curves.sh), floor (tools/launch_floor.cu and Nsight
 # Compute on one rank), stalls (warp-state sampling of the one-rank kernel), final (the whole
 # end-state check), multi, full and multiperf (machines of more than two GPUs), shared and
@@ -47,7 +47,7 @@ if [ -n "${PREBUILT:-}" ]; then
   B=$PREBUILT; export LD_LIBRARY_PATH=$B; echo "prebuilt: $(cat $B/BUILT_FROM 2>/dev/null)"
 else
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 > $L/cfg.log 2>&1
-  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft_gpu_device_api_test weft-perf weft_kernel_harness > $L/build.log 2>&1
+  t0=$SECONDS; cmake --build $B -j30 --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_soak_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft_gpu_device_api_test weft-perf weft_kernel_harness > $L/build.log 2>&1
   rc=$?; echo "build rc=$rc $((SECONDS-t0)) s"; [ $rc = 0 ] || { grep -m5 error $L/build.log; exit 1; }
 fi
 
@@ -367,6 +367,18 @@ stage_determinism() {
 stage_storm() {
   timeout $((${STORM_S:-60} + 150)) $B/tests/gpu/weft_gpu_abort_storm_test -n ${STORM_RANKS:-2} -g $NG -s ${STORM_S:-60} > $L/storm.log 2>&1
   echo "abort storm rc=$?: $(tail -1 $L/storm.log)"; grep -E "^(FAIL|rank)" $L/storm.log | head -8
+}
+
+# Soak (tests/gpu/soak_test.cc): checked collectives of mixed sizes on several communicators for
+# SOAK_S seconds, judged for drift (fds, threads, memory, latency); with 2+ GPUs NCCL runs it too.
+stage_soak() {
+  local n=${SOAK_RANKS:-2}
+  timeout $((${SOAK_S:-120} + 150)) $B/tests/gpu/weft_gpu_soak_test -n $n -g $NG -s ${SOAK_S:-120} > $L/soak.log 2>&1
+  echo "soak rc=$?: $(tail -1 $L/soak.log)"; grep -E "^(FAIL|rank)" $L/soak.log | head -12
+  if [ "$NG" -ge "$n" ]; then
+    LD_LIBRARY_PATH=$NCCL timeout $((${SOAK_S:-120} + 150)) $B/tests/gpu/weft_gpu_soak_test -n $n -g $NG -s ${SOAK_S:-120} > $L/soak-nccl.log 2>&1
+    echo "soak with NCCL rc=$?: $(tail -1 $L/soak-nccl.log)"; grep -E "^(FAIL|rank)" $L/soak-nccl.log | head -12
+  fi
 }
 
 # The end state: latency (PDL on and off), host time per call, every sweep (and 4 ranks on the

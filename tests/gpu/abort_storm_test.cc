@@ -17,7 +17,6 @@
 // Uses only nccl.h. Ranks sharing a GPU need weft's NCCL_WEFT_ALLOW_GPU_SHARING=1 (set when -n > -g);
 // NCCL_RUNTIME_CONNECT=0 unless set (see main).
 #include <cuda_runtime.h>
-#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@
 
 #include "fd_io.h"
 #include "nccl.h"
+#include "process_usage.h"
 
 namespace {
 
@@ -63,16 +63,7 @@ void stage(const char* what) { gStage = what; }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-int countEntries(const char* dir, const char* prefix = "") {
-  DIR* d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0) ++n;
-  }
-  closedir(d);
-  return n;
-}
+using gpu_test::countEntries;
 
 struct Options {
   int nranks = 2, gpus = 1, iterations = 0;
@@ -215,18 +206,8 @@ struct Rank {
     worstDrain = std::max(worstDrain, now() - t0 - delayUs * 1e-6);
   }
 
-  struct Usage {
-    int fds = 0, threads = 0;
-    size_t freeGpu = 0;
-  };
-  Usage usage() {
-    Usage u;
-    u.fds = countEntries("/proc/self/fd");
-    u.threads = countEntries("/proc/self/task");
-    size_t total = 0;
-    cudaMemGetInfo(&u.freeGpu, &total);
-    return u;
-  }
+  using Usage = gpu_test::ProcessUsage;
+  static Usage usage() { return gpu_test::processUsage(); }
 
   // A fresh communicator after the storm, checked.
   void finalCheck(const ncclUniqueId& id) {
