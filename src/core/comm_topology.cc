@@ -205,6 +205,14 @@ Status buildCommTopology(ncclComm* comm, int minChannels, int maxChannels, int u
     WEFT_WARN("rank %d: could not describe this host's topology; falling back to rank-order rings", comm->rank);
     mine = graph::RankRecord{};
   }
+  if (anyGpuShared(comm->peers)) {
+    // No topology holds two ranks on one GPU (tests only). Every rank sees it in the peer table, so
+    // all leave out the exchanges below alike.
+    WEFT_INFO(log::kInit | log::kGraph, "rank %d: ranks share GPUs (NCCL_WEFT_ALLOW_GPU_SHARING, tests only); using "
+              "%d rank-order ring channels", comm->rank, minChannels);
+    rankOrderRings(comm, minChannels, userMinChannels);
+    return ncclSuccess;
+  }
   std::vector<std::vector<uint8_t>> records;
   WEFT_TRY(allGatherVar(comm, described == ncclSuccess ? graph::encodeRankRecord(mine) : std::vector<uint8_t>(),
                         &records));

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -105,6 +106,14 @@ int rankOnSameGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess
 }  // namespace
 
 bool sharesGpu(const std::vector<PeerInfo>& peers, int rank) { return rankOnSameGpu(peers, rank, false) >= 0; }
+
+bool anyGpuShared(const std::vector<PeerInfo>& peers) {
+  std::vector<std::pair<uint64_t, std::string>> gpus;
+  gpus.reserve(peers.size());
+  for (const PeerInfo& p : peers) gpus.emplace_back(p.hostHash, std::string(p.busId, strnlen(p.busId, sizeof(p.busId))));
+  std::sort(gpus.begin(), gpus.end());
+  return std::adjacent_find(gpus.begin(), gpus.end()) != gpus.end();
+}
 
 int rankSharingGpuInProcess(const std::vector<PeerInfo>& peers, int rank) { return rankOnSameGpu(peers, rank, true); }
 

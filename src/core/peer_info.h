@@ -43,6 +43,8 @@ bool allOnOneHost(const std::vector<PeerInfo>& peers);
 bool allOnOneGpu(const std::vector<PeerInfo>& peers);
 // Whether another rank runs on the GPU of rank `rank` (tests only: NCCL_WEFT_ALLOW_GPU_SHARING).
 bool sharesGpu(const std::vector<PeerInfo>& peers, int rank);
+// Whether any two ranks use one GPU (tests only, as above); the same answer on every rank.
+bool anyGpuShared(const std::vector<PeerInfo>& peers);
 // Another rank of this process on the GPU of rank `rank`, or -1 (tests only, as above).
 int rankSharingGpuInProcess(const std::vector<PeerInfo>& peers, int rank);
 

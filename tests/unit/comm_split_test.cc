@@ -54,9 +54,11 @@ TEST(PeerTable, SharingAGpuIsSeenByTheRanksThatShareIt) {
   EXPECT_TRUE(sharesGpu(peers, 0));
   EXPECT_FALSE(sharesGpu(peers, 1));
   EXPECT_TRUE(sharesGpu(peers, 2));
+  EXPECT_TRUE(anyGpuShared(peers));
   peers[2].hostHash = 43;  // the same bus id on another host is another GPU
   EXPECT_FALSE(sharesGpu(peers, 0));
   EXPECT_FALSE(sharesGpu(peers, 2));
+  EXPECT_FALSE(anyGpuShared(peers));
 }
 
 // Ranks on one GPU in one process (threads) are named: CUDA queues their kernels together.
