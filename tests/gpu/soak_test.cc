@@ -16,6 +16,7 @@
 // not move by more than a bound over the second half, nor the probe's median time creep up.
 //   weft_gpu_soak_test [-n ranks (2)] [-g gpus (1)] [-s seconds (60)] [--seed S] [--report seconds (10)]
 // Uses only nccl.h. Ranks sharing a GPU need weft's NCCL_WEFT_ALLOW_GPU_SHARING=1 (set when -n > -g).
+// WEFT_TEST_HOSTS=H: the ranks pose as H hosts (test_hosts.h), so the network transport soaks too.
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "fork_ranks.h"
 #include "nccl.h"
 #include "process_usage.h"
+#include "test_hosts.h"
 
 namespace {
 
@@ -444,7 +446,7 @@ int main(int argc, char** argv) {
     x.rank = rank;
     x.dev = rank % opt.gpus;
     return x.run(id);  // a hang ends the process with 14 and a line saying where
-  });
+  }, [&](int rank) { poseAsHostOfTest(rank, opt.nranks); });
   std::printf("soak: %s\n", failed ? "FAIL" : "PASS");
   return failed ? 1 : 0;
 }
