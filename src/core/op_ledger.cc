@@ -33,12 +33,13 @@ struct alignas(64) P2pLane {
 };
 
 struct LedgerPage {
-  static constexpr uint64_t kMagic = 0x7765667443616c6cULL;  // "weftCall"
+  static constexpr uint64_t kMagic = 0x7765667443616c32ULL;  // "weftCal2" (2: with the pid)
   static constexpr size_t kFindingBytes = 768;
   uint64_t magic;
   uint64_t commHash;
   int64_t rank;
   uint64_t hostRanks;  // P2pLanes after the page: [hostRanks][2] (P2pDirection)
+  int64_t pid;         // the owning process (weft-status names it)
   std::atomic<uint64_t> collectives;
   // The first difference this rank found: the text is written before findingSeq, and never again.
   alignas(128) std::atomic<uint64_t> findingSeq;
@@ -143,6 +144,7 @@ std::unique_ptr<OpLedger> OpLedger::create(uint64_t commHash, int rank, int host
   page->commHash = commHash;
   page->rank = rank;
   page->hostRanks = hostRanks < 0 ? 0 : (uint64_t)hostRanks;
+  page->pid = getpid();
   __atomic_store_n(&page->magic, LedgerPage::kMagic, __ATOMIC_RELEASE);
   return std::unique_ptr<OpLedger>(new OpLedger(page, bytes, name));
 }
@@ -224,6 +226,8 @@ std::unique_ptr<PeerLedger> PeerLedger::open(uint64_t commHash, int rank) {
 PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), bytes_); }
 
 uint64_t PeerLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
+
+int64_t PeerLedger::pid() const { return page_->pid; }
 
 bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {
   uint64_t count = 0, shape = 0;

@@ -101,6 +101,8 @@ class PeerLedger {
   PeerLedger& operator=(const PeerLedger&) = delete;
 
   uint64_t collectives() const;
+  int64_t pid() const;                               // the process that owns the page
+  uint64_t hostRanks() const { return hostRanks_; }  // ranks of the host whose sends it keeps
   // The peer's call number `seq`; false when it has not made it yet, or its slot already holds a
   // later call.
   bool recent(uint64_t seq, CallSignature* out) const;

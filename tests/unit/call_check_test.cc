@@ -15,23 +15,16 @@
 
 #include "core/communicator.h"
 #include "core/peer_info.h"
+#include "ledger_test_util.h"
 #include "test_env.h"
 
 namespace weft::core {
 namespace {
 
-uint64_t freshHash() { return std::random_device{}() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid(); }
-
 using test::contains;
-
-CallSignature allReduce(uint64_t count, uint8_t type = ncclFloat32, uint8_t op = ncclSum) {
-  CallSignature c;
-  c.call = kCallAllReduce;
-  c.dataType = type;
-  c.redOp = op;
-  c.count = count;
-  return c;
-}
+constexpr auto freshHash = test::freshCommHash;
+template <typename... Args>
+CallSignature allReduce(Args... args) { return test::allReduceCall(args...); }
 
 CallSignature broadcast(uint64_t count, int root) {
   CallSignature c;

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "ledger_test_util.h"
+
 using weft::core::OpLedger;
 using weft::core::P2pDirection;
 using weft::core::P2pSignature;
@@ -20,7 +22,7 @@ using weft::core::describeLaggards;
 
 namespace {
 
-uint64_t freshHash() { return std::random_device{}() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid(); }
+constexpr auto freshHash = weft::test::freshCommHash;
 
 }  // namespace
 

@@ -1,0 +1,142 @@
+#include "core/ledger_status.h"
+
+#include <dirent.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "core/call_check.h"
+
+namespace weft::core {
+
+namespace {
+
+RankLedgerView viewOf(const PeerLedger& page, int rank) {
+  RankLedgerView v;
+  v.rank = rank;
+  v.pid = page.pid();
+  v.alive = v.pid > 0 && !(kill((pid_t)v.pid, 0) != 0 && errno == ESRCH);
+  v.collectives = page.collectives();
+  v.haveLatest = v.collectives > 0 && page.recent(v.collectives, &v.latest);
+  for (uint64_t i = 0; i < page.hostRanks(); ++i) {
+    v.sends.push_back(page.p2pOps((int)i, P2pDirection::kSend));
+    v.receives.push_back(page.p2pOps((int)i, P2pDirection::kRecv));
+  }
+  page.finding(&v.findingSeq, &v.finding);
+  return v;
+}
+
+std::string rankText(const RankLedgerView& r) {
+  char text[96];
+  snprintf(text, sizeof(text), "rank %d (pid %" PRId64 "%s)", r.rank, r.pid, r.alive ? "" : ", exited");
+  return text;
+}
+
+// "ranks 0, 1 and 3"
+std::string rankList(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
+bool parseLedgerPageName(const std::string& name, uint64_t* commHash, int* rank) {
+  if (name.size() < 5 + 16 + 2 || name.compare(0, 5, "weft-") != 0 || name[21] != '-') return false;
+  for (size_t i = 5; i < 21; ++i) {
+    if (!isxdigit((unsigned char)name[i]) || isupper((unsigned char)name[i])) return false;
+  }
+  const std::string digits = name.substr(22);
+  if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
+  *commHash = std::strtoull(name.substr(5, 16).c_str(), nullptr, 16);
+  *rank = std::atoi(digits.c_str());
+  return true;
+}
+
+std::vector<CommLedgerView> scanLedgerPages() {
+  std::map<uint64_t, CommLedgerView> comms;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return {};
+  while (const dirent* e = readdir(dir)) {
+    uint64_t hash = 0;
+    int rank = -1;
+    if (!parseLedgerPageName(e->d_name, &hash, &rank)) continue;
+    const auto page = PeerLedger::open(hash, rank);
+    if (!page) continue;  // not a page of this build's layout, or not whole yet
+    CommLedgerView& c = comms[hash];
+    c.commHash = hash;
+    c.hostRanks = page->hostRanks();
+    c.ranks.push_back(viewOf(*page, rank));
+  }
+  closedir(dir);
+  std::vector<CommLedgerView> out;
+  for (auto& [hash, c] : comms) {
+    std::sort(c.ranks.begin(), c.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string describeCommStatus(const CommLedgerView& comm) {
+  char line[512];
+  std::string text;
+  snprintf(line, sizeof(line), "communicator %016" PRIx64 ": %zu of its ranks' pages on this host\n", comm.commHash,
+           comm.ranks.size());
+  text += line;
+  uint64_t most = 0;
+  const RankLedgerView* ahead = nullptr;
+  for (const RankLedgerView& r : comm.ranks) {
+    std::string latest = r.haveLatest ? ", the latest " + describeCall(r.latest) : "";
+    snprintf(line, sizeof(line), "  %s: %" PRIu64 " collectives%s\n", rankText(r).c_str(), r.collectives,
+             latest.c_str());
+    text += line;
+    if (r.collectives > most) most = r.collectives, ahead = &r;
+  }
+  // Collectives: the ranks behind the most advanced one have not made the calls it waits in.
+  std::vector<int> behind, level;
+  for (const RankLedgerView& r : comm.ranks) (r.collectives < most ? behind : level).push_back(r.rank);
+  if (!behind.empty()) {
+    const std::string call = ahead->haveLatest ? " (" + describeCall(ahead->latest) + ")" : "";
+    snprintf(line, sizeof(line), "  behind: %s %s not made collective #%" PRIu64 "%s, which %s %s made\n",
+             rankList(behind).c_str(), behind.size() == 1 ? "has" : "have", most, call.c_str(),
+             rankList(level).c_str(), level.size() == 1 ? "has" : "have");
+    text += line;
+  }
+  // Sends and receives between host mates: host index i is the i-th rank of the host in rank order,
+  // which the pages can tell only when every host rank's page is here.
+  if (comm.ranks.size() == comm.hostRanks) {
+    for (size_t i = 0; i < comm.ranks.size(); ++i) {
+      for (size_t j = 0; j < comm.ranks.size(); ++j) {
+        const RankLedgerView &a = comm.ranks[i], &b = comm.ranks[j];
+        if (i == j || j >= a.sends.size() || i >= b.receives.size() || a.sends[j] == b.receives[i]) continue;
+        snprintf(line, sizeof(line), "  point-to-point: rank %d has posted %" PRId64 " sends to rank %d, which has "
+                 "posted %" PRId64 " receives from it: %s\n", a.rank, a.sends[j], b.rank, b.receives[i],
+                 a.sends[j] < b.receives[i] ? "a send is missing" : "a receive is missing");
+        text += line;
+      }
+    }
+  } else {
+    snprintf(line, sizeof(line), "  (the pages say %" PRIu64 " ranks on this host: sends and receives are not "
+             "compared with some missing)\n", comm.hostRanks);
+    text += line;
+  }
+  for (const RankLedgerView& r : comm.ranks) {
+    if (r.findingSeq == 0) continue;
+    text += "  rank " + std::to_string(r.rank) + " found: " + r.finding + "\n";
+  }
+  if (behind.empty() && comm.ranks.size() == comm.hostRanks && text.find("point-to-point") == std::string::npos) {
+    text += "  every rank of this host has made the same calls\n";
+  }
+  return text;
+}
+
+}  // namespace weft::core

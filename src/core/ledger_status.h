@@ -1,0 +1,48 @@
+// The status of this host's communicators as their ledger pages tell it (core/op_ledger.h), for
+// weft-status: read from outside the ranks' processes at any time, e.g. while a job hangs, it names
+// the ranks behind (fewer collectives issued, or fewer sends or receives posted to a host mate),
+// their processes and the call the others wait in, and any call difference a rank found.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/op_ledger.h"
+
+namespace weft::core {
+
+// One rank's page, copied.
+struct RankLedgerView {
+  int rank = -1;
+  int64_t pid = 0;
+  bool alive = true;  // its process still exists (a killed rank leaves its page behind)
+  uint64_t collectives = 0;
+  bool haveLatest = false;  // `latest` holds collective number `collectives`
+  CallSignature latest;
+  // Per host index (the host's ranks of the communicator in rank order): sends posted to that rank
+  // and receives posted from it.
+  std::vector<int64_t> sends, receives;
+  uint64_t findingSeq = 0;  // 0: the rank found no difference
+  std::string finding;
+};
+
+struct CommLedgerView {
+  uint64_t commHash = 0;
+  uint64_t hostRanks = 0;              // as the pages say
+  std::vector<RankLedgerView> ranks;   // the pages found, in rank order
+};
+
+// Parses "weft-<16 hex digits>-<rank>", the name of a ledger page in /dev/shm; false otherwise
+// (other weft files live there too).
+bool parseLedgerPageName(const std::string& name, uint64_t* commHash, int* rank);
+
+// Every ledger page in /dev/shm (where shm_open puts them) that passes PeerLedger's checks, grouped
+// by communicator (in the order of their hashes).
+std::vector<CommLedgerView> scanLedgerPages();
+
+// Pure: the lines that describe one communicator: its ranks, the ranks behind, point-to-point
+// shortfalls between host mates, findings.
+std::string describeCommStatus(const CommLedgerView& comm);
+
+}  // namespace weft::core
