@@ -144,8 +144,9 @@ void checkProgress(Watched& w, double now, double timeoutSec) {
   const std::string laggards = laggardsOf(comm);
   if (verdict == ProgressWatch::kReport) {
     WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s, and no call has "
-              "come since; %s. It fails after NCCL_TIMEOUT=%.0f s of this", comm->rank,
-              (unsigned long long)comm->opCount(), quiet, laggards.c_str(), timeoutSec);
+              "come since; %s. It fails after NCCL_TIMEOUT=%.0f s of this (weft-status --comm %016llx shows every "
+              "rank of this host)", comm->rank, (unsigned long long)comm->opCount(), quiet, laggards.c_str(), timeoutSec,
+              (unsigned long long)comm->commHash);
     return;
   }
   WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s (NCCL_TIMEOUT); %s. "
