@@ -42,6 +42,8 @@ enum CollCall : uint8_t {
 constexpr uint8_t kNoRedOp = 0xff;
 constexpr uint8_t kUserRedOp = 0xfe;
 
+// Pure: bytes of an element of ncclDataType_t `type`, 0 for an unknown type.
+uint64_t callTypeBytes(uint8_t type);
 // Pure: "ncclAllReduce(count 1024, ncclFloat32, ncclSum)"; roots and user ops named as well.
 std::string describeCall(const CallSignature& call);
 // Pure: "" when the calls agree, else what differs: "the count", "the datatype and the root", ...
