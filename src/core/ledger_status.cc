@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cctype>
@@ -36,6 +37,11 @@ std::string rankText(const RankLedgerView& r) {
   char text[96];
   snprintf(text, sizeof(text), "rank %d (pid %" PRId64 "%s)", r.rank, r.pid, r.alive ? "" : ", exited");
   return text;
+}
+
+// "1 collective", "2 collectives"
+std::string counted(int64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
 // "ranks 0, 1 and 3"
@@ -86,6 +92,14 @@ std::vector<CommLedgerView> scanLedgerPages() {
   return out;
 }
 
+int removeExitedPages(const CommLedgerView& comm) {
+  int removed = 0;
+  for (const RankLedgerView& r : comm.ranks) {
+    if (!r.alive && shm_unlink(OpLedger::pageName(comm.commHash, r.rank).c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
 std::string describeCommStatus(const CommLedgerView& comm) {
   char line[512];
   std::string text;
@@ -96,7 +110,7 @@ std::string describeCommStatus(const CommLedgerView& comm) {
   const RankLedgerView* ahead = nullptr;
   for (const RankLedgerView& r : comm.ranks) {
     std::string latest = r.haveLatest ? ", the latest " + describeCall(r.latest) : "";
-    snprintf(line, sizeof(line), "  %s: %" PRIu64 " collectives%s\n", rankText(r).c_str(), r.collectives,
+    snprintf(line, sizeof(line), "  %s: %s%s\n", rankText(r).c_str(), counted((int64_t)r.collectives, "collective").c_str(),
              latest.c_str());
     text += line;
     if (r.collectives > most) most = r.collectives, ahead = &r;
@@ -118,8 +132,8 @@ std::string describeCommStatus(const CommLedgerView& comm) {
       for (size_t j = 0; j < comm.ranks.size(); ++j) {
         const RankLedgerView &a = comm.ranks[i], &b = comm.ranks[j];
         if (i == j || j >= a.sends.size() || i >= b.receives.size() || a.sends[j] == b.receives[i]) continue;
-        snprintf(line, sizeof(line), "  point-to-point: rank %d has posted %" PRId64 " sends to rank %d, which has "
-                 "posted %" PRId64 " receives from it: %s\n", a.rank, a.sends[j], b.rank, b.receives[i],
+        snprintf(line, sizeof(line), "  point-to-point: rank %d has posted %s to rank %d, which has posted %s from it: "
+                 "%s\n", a.rank, counted(a.sends[j], "send").c_str(), b.rank, counted(b.receives[i], "receive").c_str(),
                  a.sends[j] < b.receives[i] ? "a send is missing" : "a receive is missing");
         text += line;
       }

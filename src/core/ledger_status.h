@@ -41,6 +41,11 @@ bool parseLedgerPageName(const std::string& name, uint64_t* commHash, int* rank)
 // by communicator (in the order of their hashes).
 std::vector<CommLedgerView> scanLedgerPages();
 
+// Removes the pages of ranks whose process has exited (a killed rank leaves its page behind); returns
+// how many. Only for pages whose owner ran in this pid namespace: a live rank of another container
+// sharing /dev/shm would look exited here.
+int removeExitedPages(const CommLedgerView& comm);
+
 // Pure: the lines that describe one communicator: its ranks, the ranks behind, point-to-point
 // shortfalls between host mates, findings.
 std::string describeCommStatus(const CommLedgerView& comm);

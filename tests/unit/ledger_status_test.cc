@@ -64,10 +64,11 @@ TEST(LedgerStatus, NamesTheRankBehindTheCallTheOthersWaitInAndUnmatchedSends) {
   EXPECT_EQ(comm->ranks[2].pid, getpid());
   EXPECT_TRUE(comm->ranks[2].alive);
   const std::string text = describeCommStatus(*comm);
-  EXPECT_NE(text.find("rank 2 (pid " + std::to_string(getpid()) + "): 1 collectives"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 2 (pid " + std::to_string(getpid()) + "): 1 collective, the latest"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("behind: rank 2 has not made collective #2 (" + describeCall(allReduce(1024)) +
                       "), which ranks 0 and 1 have made"), std::string::npos) << text;
-  EXPECT_NE(text.find("rank 1 has posted 2 sends to rank 0, which has posted 1 receives from it: a receive is "
+  EXPECT_NE(text.find("rank 1 has posted 2 sends to rank 0, which has posted 1 receive from it: a receive is "
                       "missing"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 0 found: collective #2 differs (a test's words)"), std::string::npos) << text;
 
@@ -103,5 +104,9 @@ TEST(LedgerStatus, AKilledRanksPageIsMarkedExitedAndMissingPagesAreSaid) {
   EXPECT_NE(text.find("rank 1 (pid " + std::to_string(child) + ", exited): 0 collectives"), std::string::npos) << text;
   EXPECT_NE(text.find("behind: rank 1 has not made collective #1"), std::string::npos) << text;
   EXPECT_NE(text.find("the pages say 3 ranks on this host"), std::string::npos) << text;
-  shm_unlink(OpLedger::pageName(hash, 1).c_str());
+  EXPECT_EQ(removeExitedPages(*comm), 1);  // the killed rank's page only
+  const std::vector<CommLedgerView> after = scanLedgerPages();
+  ASSERT_NE(find(after, hash), nullptr);
+  EXPECT_EQ(find(after, hash)->ranks.size(), 1u);
+  EXPECT_EQ(find(after, hash)->ranks[0].rank, 0);
 }

@@ -2,7 +2,9 @@
 // publish in /dev/shm (core/op_ledger.h), from outside the job and at any moment, e.g. while it
 // hangs: each rank's process and collectives issued, the ranks behind and the call the others wait
 // in, sends and receives posted between host mates that do not match, and call differences found.
-//   weft-status [--comm <hash>]      (run as the user who owns the job: the pages are mode 0600)
+//   weft-status [--comm <hash>] [--remove-exited]   (as the job's user: the pages are mode 0600)
+// --remove-exited deletes the pages of ranks whose process is gone (killed ranks leave theirs); only
+// where every rank runs in this pid namespace (another container's live rank would look exited).
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -12,14 +14,16 @@
 #include "core/ledger_status.h"
 
 int main(int argc, char** argv) {
-  bool filter = false;
+  bool filter = false, removeExited = false;
   uint64_t only = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--comm") == 0 && i + 1 < argc) {
       filter = true;
       only = std::strtoull(argv[++i], nullptr, 16);
+    } else if (strcmp(argv[i], "--remove-exited") == 0) {
+      removeExited = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--comm <communicator hash, hex>]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--comm <communicator hash, hex>] [--remove-exited]\n", argv[0]);
       return 2;
     }
   }
@@ -27,6 +31,10 @@ int main(int argc, char** argv) {
   for (const weft::core::CommLedgerView& comm : weft::core::scanLedgerPages()) {
     if (filter && comm.commHash != only) continue;
     std::printf("%s", weft::core::describeCommStatus(comm).c_str());
+    if (removeExited) {
+      const int removed = weft::core::removeExitedPages(comm);
+      if (removed > 0) std::printf("  removed the pages of %d exited rank%s\n", removed, removed == 1 ? "" : "s");
+    }
     ++shown;
   }
   if (shown == 0) {
