@@ -119,11 +119,11 @@ std::string describeCommStatus(const CommLedgerView& comm) {
   std::vector<int> behind, level;
   for (const RankLedgerView& r : comm.ranks) (r.collectives < most ? behind : level).push_back(r.rank);
   if (!behind.empty()) {
+    // Built as a string: the lists of ranks have no bound a line buffer could keep.
     const std::string call = ahead->haveLatest ? " (" + describeCall(ahead->latest) + ")" : "";
-    snprintf(line, sizeof(line), "  behind: %s %s not made collective #%" PRIu64 "%s, which %s %s made\n",
-             rankList(behind).c_str(), behind.size() == 1 ? "has" : "have", most, call.c_str(),
-             rankList(level).c_str(), level.size() == 1 ? "has" : "have");
-    text += line;
+    text += "  behind: " + rankList(behind) + (behind.size() == 1 ? " has" : " have") + " not made collective #" +
+            std::to_string(most) + call + ", which " + rankList(level) + (level.size() == 1 ? " has" : " have") +
+            " made\n";
   }
   // Sends and receives between host mates: host index i is the i-th rank of the host in rank order,
   // which the pages can tell only when every host rank's page is here.

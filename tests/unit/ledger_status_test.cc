@@ -110,3 +110,25 @@ TEST(LedgerStatus, AKilledRanksPageIsMarkedExitedAndMissingPagesAreSaid) {
   EXPECT_EQ(find(after, hash)->ranks.size(), 1u);
   EXPECT_EQ(find(after, hash)->ranks[0].rank, 0);
 }
+
+// Pure: many ranks behind are all named, the call too (no line buffer cuts them).
+TEST(LedgerStatus, ManyRanksBehindAreAllNamed) {
+  CommLedgerView comm;
+  comm.commHash = 0xabc;
+  comm.hostRanks = 64;
+  for (int r = 0; r < 64; ++r) {
+    RankLedgerView v;
+    v.rank = r;
+    v.pid = 1000 + r;
+    v.collectives = r == 0 ? 9 : 8;
+    v.haveLatest = true;
+    v.latest = allReduce(r == 0 ? 4096 : 2048);
+    v.sends.assign(64, 0);
+    v.receives.assign(64, 0);
+    comm.ranks.push_back(v);
+  }
+  const std::string text = describeCommStatus(comm);
+  EXPECT_NE(text.find("behind: ranks 1, 2, 3, "), std::string::npos) << text;
+  EXPECT_NE(text.find(", 62 and 63 have not made collective #9 (" + describeCall(allReduce(4096)) +
+                      "), which rank 0 has made\n"), std::string::npos) << text;
+}
