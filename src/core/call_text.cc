@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/call_check.h"
+#include "device/abi.h"
+#include "nccl.h"
 
 namespace weft::core {
 namespace {
@@ -34,10 +36,7 @@ std::string opName(uint8_t op) {
 
 }  // namespace
 
-uint64_t callTypeBytes(uint8_t type) {
-  static const uint8_t bytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return type < sizeof(bytes) ? bytes[type] : 0;
-}
+uint64_t callTypeBytes(uint8_t type) { return type < ncclNumTypes ? (uint64_t)dev::dataTypeBytes(type) : 0; }
 
 std::string describeCall(const CallSignature& call) {
   std::string text = std::string(callName(call.call)) + "(count " + std::to_string(call.count) + ", " +
