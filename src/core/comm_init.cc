@@ -250,6 +250,12 @@ Status setupDeviceState(ncclComm* comm) {
   comm->abortFlagDev = (volatile uint32_t*)devView;
   comm->fifoConsumedDev = (volatile uint32_t*)((char*)devView + 32);
 
+  WEFT_TRY(runtime::pinnedBlockAcquire(sizeof(uint64_t) * dev::kMaxChannels, &host));
+  memset(host, 0, sizeof(uint64_t) * dev::kMaxChannels);
+  comm->replayStamps = (volatile uint64_t*)host;
+  WEFT_TRY(runtime::hostDevicePointer(host, &devView));
+  comm->replayStampsDev = (volatile uint64_t*)devView;
+
   const uint32_t slots = fifoSlots();
   WEFT_TRY(runtime::pinnedBlockAcquire(sizeof(dev::DevWork) * slots, &host));
   comm->fifoHost = (dev::DevWork*)host;
@@ -479,6 +485,7 @@ void freeCommunicator(ncclComm* comm) {
   comm->p2p.reset();
   runtime::pinnedBlockRelease(comm->fifoHost);
   runtime::pinnedBlockRelease((void*)comm->abortFlag);
+  runtime::pinnedBlockRelease((void*)comm->replayStamps);
   if (comm->countedForBlockPools) runtime::blockPoolUserOut(comm->sharesProcessForPools);  // the last frees them
   comm->countedForBlockPools = false;
   comm->bootstrap.reset();

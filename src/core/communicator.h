@@ -122,6 +122,10 @@ struct ncclComm {
   weft::dev::DevWork* fifoDev = nullptr;  // its device view
   volatile uint32_t* fifoConsumed = nullptr;  // host-mapped, written by kernels
   volatile uint32_t* fifoConsumedDev = nullptr;
+  // Host-mapped, one word per channel: the start time of the graph-replay kernel block running on
+  // it, else 0 (dev::DevKernelArgs::replayStamps); the watchdog reads them.
+  volatile uint64_t* replayStamps = nullptr;
+  volatile uint64_t* replayStampsDev = nullptr;
   weft::enqueue::WorkFifo fifo{1};
 
   // Enqueue state.

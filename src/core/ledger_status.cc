@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -30,6 +31,11 @@ RankLedgerView viewOf(const PeerLedger& page, int rank) {
     v.receives.push_back(page.p2pOps((int)i, P2pDirection::kRecv));
   }
   page.finding(&v.findingSeq, &v.finding);
+  int64_t sinceMs = 0;
+  v.replayChannels = page.replayChannels(&sinceMs);
+  const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();  // the watchdog's clock
+  v.replaySeconds = std::max<int64_t>(0, nowMs - sinceMs) / 1000.0;
   return v;
 }
 
@@ -110,6 +116,12 @@ std::string describeCommStatus(const CommLedgerView& comm) {
   const RankLedgerView* ahead = nullptr;
   for (const RankLedgerView& r : comm.ranks) {
     std::string latest = r.haveLatest ? ", the latest " + describeCall(r.latest) : "";
+    if (r.replayChannels > 0) {
+      char replay[128];
+      snprintf(replay, sizeof(replay), "; a graph replay's kernel runs on %d channel%s, unchanged for %.0f s",
+               r.replayChannels, r.replayChannels == 1 ? "" : "s", r.replaySeconds);
+      latest += replay;
+    }
     snprintf(line, sizeof(line), "  %s: %s%s\n", rankText(r).c_str(), counted((int64_t)r.collectives, "collective").c_str(),
              latest.c_str());
     text += line;
@@ -124,6 +136,14 @@ std::string describeCommStatus(const CommLedgerView& comm) {
     text += "  behind: " + rankList(behind) + (behind.size() == 1 ? " has" : " have") + " not made collective #" +
             std::to_string(most) + call + ", which " + rankList(level) + (level.size() == 1 ? " has" : " have") +
             " made\n";
+  }
+  // Graph replays are not calls: a rank that runs none while others wait in one never launched it.
+  std::vector<int> replaying, idle;
+  for (const RankLedgerView& r : comm.ranks) (r.replayChannels > 0 ? replaying : idle).push_back(r.rank);
+  if (!replaying.empty() && !idle.empty()) {
+    text += "  graph replays: " + rankList(idle) + (idle.size() == 1 ? " runs" : " run") + " none while " +
+            rankList(replaying) + (replaying.size() == 1 ? " runs" : " run") +
+            " one: the replay was not launched there (skipped, or stuck before it)\n";
   }
   // Sends and receives between host mates: host index i is the i-th rank of the host in rank order,
   // which the pages can tell only when every host rank's page is here.
@@ -147,7 +167,8 @@ std::string describeCommStatus(const CommLedgerView& comm) {
     if (r.findingSeq == 0) continue;
     text += "  rank " + std::to_string(r.rank) + " found: " + r.finding + "\n";
   }
-  if (behind.empty() && comm.ranks.size() == comm.hostRanks && text.find("point-to-point") == std::string::npos) {
+  if (behind.empty() && comm.ranks.size() == comm.hostRanks && text.find("point-to-point") == std::string::npos &&
+      text.find("graph replays:") == std::string::npos) {
     text += "  every rank of this host has made the same calls\n";
   }
   return text;

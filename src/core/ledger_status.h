@@ -23,6 +23,8 @@ struct RankLedgerView {
   // Per host index (the host's ranks of the communicator in rank order): sends posted to that rank
   // and receives posted from it.
   std::vector<int64_t> sends, receives;
+  int replayChannels = 0;    // channels on which a graph replay's kernel of the rank runs
+  double replaySeconds = 0;  // ... and for how long its watchdog has seen the same one
   uint64_t findingSeq = 0;  // 0: the rank found no difference
   std::string finding;
 };
@@ -46,8 +48,8 @@ std::vector<CommLedgerView> scanLedgerPages();
 // sharing /dev/shm would look exited here.
 int removeExitedPages(const CommLedgerView& comm);
 
-// Pure: the lines that describe one communicator: its ranks, the ranks behind, point-to-point
-// shortfalls between host mates, findings.
+// Pure: the lines that describe one communicator: its ranks, the ranks behind, ranks without the
+// graph replay others wait in, point-to-point shortfalls between host mates, findings.
 std::string describeCommStatus(const CommLedgerView& comm);
 
 }  // namespace weft::core

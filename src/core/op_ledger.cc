@@ -33,7 +33,7 @@ struct alignas(64) P2pLane {
 };
 
 struct LedgerPage {
-  static constexpr uint64_t kMagic = 0x7765667443616c32ULL;  // "weftCal2" (2: with the pid)
+  static constexpr uint64_t kMagic = 0x7765667443616c33ULL;  // "weftCal3" (2: the pid, 3: replays)
   static constexpr size_t kFindingBytes = 768;
   uint64_t magic;
   uint64_t commHash;
@@ -41,6 +41,9 @@ struct LedgerPage {
   uint64_t hostRanks;  // P2pLanes after the page: [hostRanks][2] (P2pDirection)
   int64_t pid;         // the owning process (weft-status names it)
   std::atomic<uint64_t> collectives;
+  // Graph replays as the owner's watchdog last saw them (OpLedger::publishReplays).
+  std::atomic<int64_t> replayChannels;
+  std::atomic<int64_t> replaySinceMs;
   // The first difference this rank found: the text is written before findingSeq, and never again.
   alignas(128) std::atomic<uint64_t> findingSeq;
   char finding[kFindingBytes];
@@ -194,6 +197,11 @@ void OpLedger::retract(const Mark& mark) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+void OpLedger::publishReplays(int channels, int64_t sinceMs) {
+  page_->replaySinceMs.store(sinceMs, std::memory_order_relaxed);
+  page_->replayChannels.store(channels, std::memory_order_release);
+}
+
 void OpLedger::postFinding(uint64_t seq, const std::string& text) {
   if (seq == 0 || page_->findingSeq.load(std::memory_order_relaxed) != 0) return;
   snprintf(page_->finding, sizeof(page_->finding), "%s", text.c_str());
@@ -228,6 +236,12 @@ PeerLedger::~PeerLedger() { munmap(const_cast<LedgerPage*>(page_), bytes_); }
 uint64_t PeerLedger::collectives() const { return page_->collectives.load(std::memory_order_relaxed); }
 
 int64_t PeerLedger::pid() const { return page_->pid; }
+
+int PeerLedger::replayChannels(int64_t* sinceMs) const {
+  const int64_t channels = page_->replayChannels.load(std::memory_order_acquire);
+  if (sinceMs != nullptr) *sinceMs = page_->replaySinceMs.load(std::memory_order_relaxed);
+  return (int)std::clamp<int64_t>(channels, 0, 1 << 16);  // the page is another process's: bound it
+}
 
 bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {
   uint64_t count = 0, shape = 0;
@@ -275,6 +289,18 @@ std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>
   }
   if (!text.empty()) text += ": it has not made the call this rank waits in (skipped, or stuck before it)";
   return text;
+}
+
+std::string describeReplayLaggards(const std::vector<int>& idlePeers) {
+  if (idlePeers.empty()) return "";
+  std::string text = idlePeers.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < idlePeers.size(); ++i) {
+    if (i > 0) text += i + 1 == idlePeers.size() ? " and " : ", ";
+    text += std::to_string(idlePeers[i]);
+  }
+  text += idlePeers.size() == 1 ? " runs" : " run";
+  return text + " no kernel of a graph replay on this communicator while this rank's waits: the replay was not "
+                "launched there (skipped, or stuck before it)";
 }
 
 std::string describeP2pLaggards(const std::vector<P2pTally>& tallies) {

@@ -7,7 +7,10 @@
 //     they make them (core/call_check.h), and the first difference the rank found;
 //   - per rank of the host, its latest kRecentP2p sends to it and receives from it (count and
 //     datatype), numbered per pair and direction as NCCL matches them: the n-th send from A to B
-//     meets B's n-th receive from A.
+//     meets B's n-th receive from A;
+//   - on how many channels a kernel of a CUDA graph replay runs, and since when (graph replays are
+//     not calls, so the counts above do not see them; the watchdog copies this from the kernels'
+//     stamps every half second).
 // Only the owning rank writes its page; every other rank of the host maps it read-only.
 #pragma once
 
@@ -76,6 +79,9 @@ class OpLedger {
   Mark mark() const;
   void mark(Mark* out) const;  // the same into *out, reusing its storage (hot paths)
   void retract(const Mark& mark);
+  // On how many channels a graph replay's kernel runs (0: none), and since when the watchdog has
+  // seen the same one (CLOCK_MONOTONIC milliseconds, the same clock for every process of the host).
+  void publishReplays(int channels, int64_t sinceMs);
   // Records the first difference this rank found (later ones are dropped); peers read it.
   void postFinding(uint64_t seq, const std::string& text);
 
@@ -102,6 +108,7 @@ class PeerLedger {
 
   uint64_t collectives() const;
   int64_t pid() const;                               // the process that owns the page
+  int replayChannels(int64_t* sinceMs) const;        // as published by OpLedger::publishReplays
   uint64_t hostRanks() const { return hostRanks_; }  // ranks of the host whose sends it keeps
   // The peer's call number `seq`; false when it has not made it yet, or its slot already holds a
   // later call.
@@ -125,6 +132,10 @@ class PeerLedger {
 // Pure: the sentence that names the ranks behind this one. `peers[r]` is rank r's count (-1:
 // unknown); `self` is this rank. "" when no rank is behind.
 std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>& peers);
+
+// Pure: the sentence that names the peers of the host that run no graph replay's kernel on the
+// communicator while this rank's waits (`idlePeers`, in rank order); "" when there are none.
+std::string describeReplayLaggards(const std::vector<int>& idlePeers);
 
 // What this rank and one peer of its host have published of their sends and receives to each other
 // (-1: unknown).

@@ -14,6 +14,7 @@
 
 #include "core/call_check.h"
 #include "core/comm_init.h"
+#include "core/hang_dump.h"
 #include "core/communicator.h"
 #include "core/op_ledger.h"
 #include "core/peer_info.h"
@@ -55,6 +56,8 @@ struct Watched {
   double lastLook = 0;
   int goneRank = -1;  // a peer seen exiting, while this rank's work may still end
   double goneAt = 0;
+  uint64_t replayToken = 0;  // the replay stamps last seen (ReplayView::token), and since when
+  double replaySince = 0;
 };
 
 // Fails the communicator with `why` as its last error (by default this thread's last warning).
@@ -87,9 +90,22 @@ std::string p2pLaggardsOf(ncclComm* comm) {
   return describeP2pLaggards(tallies);
 }
 
-// The ranks behind this one in collectives issued or sends and receives posted, or what is known
-// when none is.
-std::string laggardsOf(ncclComm* comm) {
+// The host mates whose pages say that no graph replay's kernel of theirs runs on the communicator.
+std::string replayLaggardsOf(ncclComm* comm) {
+  std::vector<uint64_t> hostOf(comm->nRanks);
+  for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
+  std::vector<int> idle;
+  for (int r : hostRanksOf(hostOf, comm->rank)) {
+    if (r == comm->rank) continue;
+    const auto page = PeerLedger::open(comm->commHash, r);
+    if (page && page->replayChannels(nullptr) == 0) idle.push_back(r);
+  }
+  return describeReplayLaggards(idle);
+}
+
+// The ranks behind this one in collectives issued, sends and receives posted or (`replay`: this
+// rank waits in a graph replay) replays running, or what is known when none is.
+std::string laggardsOf(ncclComm* comm, bool replay) {
   if (!comm->ledger) return "the other ranks' counts of collectives cannot be read (no shared memory)";
   const uint64_t mine = comm->ledger->collectives();
   std::vector<int64_t> peers(comm->nRanks, -1);
@@ -99,6 +115,8 @@ std::string laggardsOf(ncclComm* comm) {
   std::string text = describeLaggards(comm->rank, mine, peers);
   const std::string p2p = p2pLaggardsOf(comm);
   if (!p2p.empty()) text += (text.empty() ? "" : "; ") + p2p;
+  const std::string replays = replay ? replayLaggardsOf(comm) : "";
+  if (!replays.empty()) text = replays + (text.empty() ? "" : "; " + text);
   if (text.empty()) {
     text = "no rank of this host has issued fewer collectives (" + std::to_string(mine) +
            ") or posted fewer sends or receives to this rank than it waits for; a peer may be slow";
@@ -118,41 +136,84 @@ GpuWork gpuWorkOf(ncclComm* comm, bool withGraphs) {
   }
   if (!finished) return GpuWork::Running;
   if (!withGraphs || !comm->capturedLaunches.load(std::memory_order_acquire)) return GpuWork::Finished;
+  if (viewReplays(comm->replayStamps, dev::kMaxChannels).running) return GpuWork::Running;
   if (!comm->graphsOrdered) return GpuWork::Unknown;
   if (isError(runtime::eventQuery(comm->graphLaunchEvent, &finished))) return GpuWork::Unknown;
   return finished ? GpuWork::Finished : GpuWork::Running;
 }
 
-// Looks at whether the communicator's stream work has finished; reports and fails as decided.
-// Graph replays are left out: they are not counted, so replays back to back would look like one
-// launch that never finishes.
+// The communicator's graph replays as their stamps show them; copies the summary into this rank's
+// ledger page (for its host mates' hang reports and weft-status), with the time the watchdog first
+// saw these very stamps.
+ReplayView lookAtReplays(Watched& w, double now) {
+  ncclComm* comm = w.comm;
+  if (!comm->capturedLaunches.load(std::memory_order_acquire)) return ReplayView{};
+  const ReplayView v = viewReplays(comm->replayStamps, dev::kMaxChannels);
+  if (v.token != w.replayToken || w.replaySince == 0) {
+    w.replayToken = v.token;
+    w.replaySince = now;
+  }
+  if (comm->ledger) comm->ledger->publishReplays(v.channels, (int64_t)(w.replaySince * 1000));
+  return v;
+}
+
+// What has not finished: "this communicator's work (up to operation #N)" or, when only a graph
+// replay's kernel runs, that kernel.
+std::string unfinishedText(ncclComm* comm, GpuWork streamWork, const ReplayView& replays) {
+  char text[160];
+  if (streamWork == GpuWork::Finished && replays.running) {
+    std::snprintf(text, sizeof(text), "the kernel of a CUDA graph replay (on %d channel%s)", replays.channels,
+                  replays.channels == 1 ? "" : "s");
+  } else {
+    std::snprintf(text, sizeof(text), "this communicator's work (up to operation #%llu)",
+                  (unsigned long long)comm->opCount());
+  }
+  return text;
+}
+
+// Looks at whether the communicator's work (stream launches and graph replays) has finished;
+// reports and fails as decided.
 void checkProgress(Watched& w, double now, double timeoutSec) {
   if (now - w.lastLook < kProgressLookSeconds || w.watch.anyStopped()) return;  // stopped peers: PeerWatch decides
+  w.lastLook = now;
+  const ReplayView replays = lookAtReplays(w, now);
   const double reportSec = (double)kHangReportSeconds.get();
   if (reportSec <= 0 && timeoutSec <= 0) return;  // both off: no CUDA call from this thread at all
-  w.lastLook = now;
   ncclComm* comm = w.comm;
   const GpuWork work = gpuWorkOf(comm, false);
   if (work == GpuWork::Unknown) return;
+  const bool finished = work == GpuWork::Finished && !replays.running;
+  const uint64_t progress = comm->opCount() ^ (replays.token * 0x9e3779b97f4a7c15ull);
   double quiet = 0;
-  const auto verdict = w.progress.update(work == GpuWork::Finished, comm->opCount(), now, reportSec, timeoutSec, &quiet);
+  const auto verdict = w.progress.update(finished, progress, now, reportSec, timeoutSec, &quiet);
   if (verdict == ProgressWatch::kNothing) return;
   if (verdict == ProgressWatch::kFinishedAfterReport) {
     WEFT_WARN("rank %d: this communicator's work has finished after all", comm->rank);
     return;
   }
-  const std::string laggards = laggardsOf(comm);
+  const bool inReplay = work == GpuWork::Finished && replays.running;
+  const std::string laggards = laggardsOf(comm, inReplay);
+  const std::string what = unfinishedText(comm, work, replays);
   if (verdict == ProgressWatch::kReport) {
-    WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s, and no call has "
-              "come since; %s. It fails after NCCL_TIMEOUT=%.0f s of this (weft-status --comm %016llx shows every "
-              "rank of this host)", comm->rank, (unsigned long long)comm->opCount(), quiet, laggards.c_str(), timeoutSec,
-              (unsigned long long)comm->commHash);
+    WEFT_WARN("rank %d: %s has not finished for %.0f s, and no call has come since; %s. It fails after NCCL_TIMEOUT="
+              "%.0f s of this (weft-status --comm %016llx shows every rank of this host)", comm->rank, what.c_str(),
+              quiet, laggards.c_str(), timeoutSec, (unsigned long long)comm->commHash);
     return;
   }
-  WEFT_WARN("rank %d: this communicator's work (up to operation #%llu) has not finished for %.0f s (NCCL_TIMEOUT); %s. "
-            "Its pending work is aborted; destroy or abort this communicator", comm->rank,
-            (unsigned long long)comm->opCount(), quiet, laggards.c_str());
-  const bool named = laggards.find("has issued") != std::string::npos || laggards.find("has posted") != std::string::npos;
+  // The dump's path goes before the (unbounded) list of ranks behind, so a cut message keeps it.
+  auto sentence = [&](const std::string& dumpPath) {
+    std::string text(1024 + what.size() + dumpPath.size() + laggards.size(), '\0');  // room for every part
+    const int n = std::snprintf(text.data(), text.size(), "rank %d: %s has not finished for %.0f s (NCCL_TIMEOUT%s%s); "
+                                "%s. Its pending work is aborted; destroy or abort this communicator", comm->rank,
+                                what.c_str(), quiet, dumpPath.empty() ? "" : "; this rank's state is in ",
+                                dumpPath.c_str(), laggards.c_str());
+    text.resize(std::clamp<size_t>(n < 0 ? 0 : (size_t)n, 0, text.size() - 1));
+    return text;
+  };
+  const std::string dump = writeHangDump(comm, sentence(""));
+  WEFT_WARN("%s", sentence(dump).c_str());
+  const bool named = laggards.find("has issued") != std::string::npos || laggards.find("has posted") != std::string::npos ||
+                     laggards.find("no kernel of a graph replay") != std::string::npos;
   failCommunicator(comm, named ? ncclRemoteError : ncclSystemError);
 }
 
@@ -204,12 +265,17 @@ void report(Watched& w, const PeerWatch::Event& e, double timeoutSec) {
       w.goneAt = nowSeconds();
       settlePeerExit(w, w.goneAt);
       break;
-    case PeerWatch::Event::StoppedTooLong:
-      WEFT_WARN("rank %d: peer rank %d (pid %d on %s, GPU %s) has been stopped for %.0f s (NCCL_TIMEOUT=%.0f); this "
-                "communicator (%d ranks) gives up waiting for it and aborts its pending work. Destroy or abort it",
-                comm->rank, e.rank, p.pid, p.hostName, p.busId, e.seconds, timeoutSec, comm->nRanks);
+    case PeerWatch::Event::StoppedTooLong: {
+      char text[512];
+      std::snprintf(text, sizeof(text), "rank %d: peer rank %d (pid %d on %s, GPU %s) has been stopped for %.0f s "
+                    "(NCCL_TIMEOUT=%.0f); this communicator (%d ranks) gives up waiting for it and aborts its pending "
+                    "work. Destroy or abort it", comm->rank, e.rank, p.pid, p.hostName, p.busId, e.seconds, timeoutSec,
+                    comm->nRanks);
+      const std::string dump = writeHangDump(comm, text);
+      WEFT_WARN("%s%s%s", text, dump.empty() ? "" : " (this rank's state is in ", dump.empty() ? "" : (dump + ")").c_str());
       failCommunicator(comm);
       break;
+    }
     case PeerWatch::Event::Stopped:
       WEFT_WARN("rank %d: peer rank %d (pid %d on %s) is stopped (SIGSTOP, SIGTSTP or a debugger); collectives with it "
                 "wait until it continues%s", comm->rank, e.rank, p.pid, p.hostName,
@@ -336,7 +402,18 @@ PeerExitVerdict judgePeerExit(GpuWork work, double sinceExit, double graceSec) {
   return sinceExit >= graceSec ? PeerExitVerdict::Fail : PeerExitVerdict::Wait;
 }
 
-ProgressWatch::Verdict ProgressWatch::update(bool finished, uint64_t ops, double now, double reportSec,
+ReplayView viewReplays(const volatile uint64_t* stamps, int count) {
+  ReplayView v;
+  for (int c = 0; c < count; ++c) {
+    const uint64_t stamp = stamps[c];
+    v.channels += stamp != 0;
+    v.token = (v.token ^ stamp) * 0x100000001b3ull;  // FNV-style: a start time moved to another channel changes it
+  }
+  v.running = v.channels > 0;
+  return v;
+}
+
+ProgressWatch::Verdict ProgressWatch::update(bool finished, uint64_t progress, double now, double reportSec,
                                              double timeoutSec, double* quietFor) {
   *quietFor = 0;
   if (over_) return kNothing;
@@ -346,8 +423,8 @@ ProgressWatch::Verdict ProgressWatch::update(bool finished, uint64_t ops, double
     reported_ = false;
     return wasReported ? kFinishedAfterReport : kNothing;
   }
-  if (quietSince_ < 0 || ops != ops_) {  // unfinished work seen for the first time, or a new call since
-    ops_ = ops;
+  if (quietSince_ < 0 || progress != progress_) {  // unfinished work seen for the first time, or a move since
+    progress_ = progress;
     quietSince_ = now;
     reported_ = false;
     return kNothing;

@@ -9,7 +9,9 @@
 //   - work that has not finished for NCCL_WEFT_HANG_REPORT_SECONDS while no call came (the
 //     application waits for it) is reported, naming the ranks that have issued fewer collectives
 //     (core/op_ledger.h); unfinished for NCCL_TIMEOUT seconds, it fails the communicator. Stream
-//     launches only: a CUDA graph's replays are not seen.
+//     launches are watched through their events, CUDA graph replays through the stamps their
+//     kernels' blocks leave in host memory (dev::DevKernelArgs::replayStamps): a replay whose
+//     kernel stops moving is caught, replays that follow each other are not mistaken for one.
 //   - a peer that exits while this communicator has no unfinished work (the end of a job: it may
 //     have done its part of the last collective while this rank's kernel still finishes, so that
 //     work gets NCCL_WEFT_PEER_EXIT_GRACE_MS to end) is logged at INFO, not warned about; the
@@ -82,17 +84,29 @@ enum class GpuWork { Finished, Running, Unknown };
 enum class PeerExitVerdict { Wait, Quiet, Fail };
 PeerExitVerdict judgePeerExit(GpuWork work, double sinceExit, double graceSec);
 
+// A communicator's graph-replay kernels as their blocks' stamps show them (pure, unit-tested):
+// `running` when any channel's word holds a start time, `channels` how many do; `token` changes
+// whenever a block starts or ends.
+struct ReplayView {
+  bool running = false;
+  int channels = 0;
+  uint64_t token = 0;
+};
+ReplayView viewReplays(const volatile uint64_t* stamps, int count);
+
 // The watchdog's decisions about one communicator's progress (unit-tested). Its work is "quiet"
-// while it is unfinished and the operation count stays the same; a new call restarts the clock.
+// while it is unfinished and `progress` stays the same; a new call (or a replay's kernel starting)
+// restarts the clock.
 class ProgressWatch {
  public:
   enum Verdict { kNothing, kReport, kFail, kFinishedAfterReport };
-  // `finished`: all work launched so far has completed; `ops`: operations asked for so far;
-  // `reportSec` <= 0: never report; `timeoutSec` <= 0: never fail. *quietFor: seconds quiet.
-  Verdict update(bool finished, uint64_t ops, double now, double reportSec, double timeoutSec, double* quietFor);
+  // `finished`: all work launched so far has completed; `progress`: a number that changes whenever
+  // something moves (operations asked for, replay stamps); `reportSec` <= 0: never report;
+  // `timeoutSec` <= 0: never fail. *quietFor: seconds quiet.
+  Verdict update(bool finished, uint64_t progress, double now, double reportSec, double timeoutSec, double* quietFor);
 
  private:
-  uint64_t ops_ = 0;
+  uint64_t progress_ = 0;
   double quietSince_ = -1;
   bool reported_ = false;
   bool over_ = false;

@@ -256,6 +256,11 @@ struct DevKernelArgs {
   uint32_t* blockArrivals;            // device counter, zero between launches; the last block resets it
   uint32_t nBlocks;
   uint32_t worksInline;
+  // Launches captured into CUDA graphs only (null otherwise): host-mapped, one word per channel.
+  // Thread 0 of a block stores the GPU time it started (never 0) into its channel's word once the
+  // previous launch is done, and 0 when its items are done, so the host's watchdog can tell a
+  // replay's kernel that stopped moving from replays that follow each other (core/watchdog.cc).
+  volatile uint64_t* replayStamps;
   struct Block { uint32_t first; uint16_t count; uint8_t channel; uint8_t pad; } blocks[kMaxChannels];
   DevWork inlineWorks[kMaxInlineWorks];
 };

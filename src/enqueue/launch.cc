@@ -50,6 +50,9 @@ const param::IntParam kGraphWorkReuse{"NCCL_WEFT_GRAPH_WORK_REUSE", 1};
 // communicator's last launch and records its own. 0: graphs are ordered only by the streams they
 // run on (no event nodes, one wait less per launch outside graphs after a capture).
 const param::IntParam kGraphMixing{"NCCL_GRAPH_MIXING_SUPPORT", 1};
+// 0: captured launches leave no replay stamps (dev::DevKernelArgs::replayStamps), so the watchdog
+// does not see graph replays (for measuring what the two stores per block cost).
+const param::IntParam kReplayStamps{"NCCL_WEFT_REPLAY_STAMPS", 1};
 // 1: every communicator sums the host time of its enqueue path per phase and reports it when freed
 // (reportHostProfile): where a stream launch's host time goes. Off: one branch per phase.
 const param::IntParam kHostProfile{"NCCL_WEFT_HOST_PROFILE", 0};
@@ -139,6 +142,8 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, runtime::Stream c
   *args = dev::DevKernelArgs{};
   args->comm = comm->devComm;
   args->nBlocks = (uint32_t)launch.channels.size();
+  static const bool stamps = kReplayStamps.get() != 0;
+  if (capturing && stamps) args->replayStamps = comm->replayStampsDev;  // stream launches have lastLaunchEvent
   dev::DevWork* dst = nullptr;
   uint32_t first = 0;
   static const uint32_t inlineMax = (uint32_t)std::clamp<int64_t>(kInlineWorks.get(), 0, dev::kMaxInlineWorks);

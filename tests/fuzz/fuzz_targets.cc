@@ -198,6 +198,9 @@ void ledgerPage(const uint8_t* data, size_t size) {
       std::string text;
       if (peer->finding(&findingSeq, &text)) require(text.size() < 4096, "a finding's text is bounded");
       (void)peer->collectives();
+      int64_t since = 0;
+      const int replaying = peer->replayChannels(&since);
+      require(replaying >= 0 && replaying <= (1 << 16), "a replay channel count is bounded");
     }
   }
   shm_unlink(name.c_str());

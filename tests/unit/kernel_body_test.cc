@@ -21,6 +21,7 @@ struct Seen {
   int block;
   int channel;
   uint64_t count;
+  uint64_t stamp;  // the block's word of args.replayStamps while the item ran (0 without them)
 };
 
 // Runs every block of `args` with kThreads emulated threads; thread 0 of each block records the
@@ -45,7 +46,8 @@ std::vector<Seen> runBlocks(const DevKernelArgs& args) {
           std::lock_guard<std::mutex> lock(mu);
           EXPECT_TRUE(env.view->rank == args.comm->rank && env.view->nRanks == args.comm->nRanks &&
                       env.view->p2pSendWarps == args.comm->p2pSendWarps);
-          seen.push_back({(int)b, env.view->channel.ring.index, w->count});
+          const uint64_t stamp = args.replayStamps ? args.replayStamps[args.blocks[b].channel] : 0;
+          seen.push_back({(int)b, env.view->channel.ring.index, w->count, stamp});
         });
       });
     }
@@ -121,6 +123,23 @@ TEST(KernelBody, FifoItemsWrapAroundAndTheLastBlockReleasesTheSlots) {
   expectThreeBlocks(runBlocks(a));
   EXPECT_EQ(consumed, 11u);
   EXPECT_EQ(arrivals, 0u) << "the last block resets the arrival counter for the next launch";
+}
+
+TEST(KernelBody, GraphLaunchBlocksStampTheirChannelWhileTheyRun) {
+  DevKernelArgs a{};
+  threeBlocks(a, a.inlineWorks, 0, ~0u);
+  a.worksInline = 1;
+  std::vector<uint64_t> stamps(kMaxChannels, 0);
+  a.replayStamps = stamps.data();
+  const std::vector<Seen> seen = runBlocks(a);
+  expectThreeBlocks(seen);
+  for (const Seen& s : seen) EXPECT_NE(s.stamp, 0u) << "item " << s.count << " ran without its channel's stamp";
+  for (int c = 0; c < kMaxChannels; ++c) EXPECT_EQ(stamps[c], 0u) << "channel " << c << " still looks busy";
+  // Without stamps (stream launches), nothing is written: runBlocks reads 0 for every item.
+  DevKernelArgs plain{};
+  threeBlocks(plain, plain.inlineWorks, 0, ~0u);
+  plain.worksInline = 1;
+  for (const Seen& s : runBlocks(plain)) EXPECT_EQ(s.stamp, 0u);
 }
 
 TEST(KernelBody, InlineCapacityFitsTheKernelParameterLimit) {

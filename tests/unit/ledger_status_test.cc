@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -79,6 +80,32 @@ TEST(LedgerStatus, NamesTheRankBehindTheCallTheOthersWaitInAndUnmatchedSends) {
   const std::string level = describeCommStatus(*find(later, hash));
   EXPECT_EQ(level.find("behind"), std::string::npos) << level;
   EXPECT_EQ(level.find("point-to-point"), std::string::npos) << level;
+}
+
+TEST(LedgerStatus, RanksWithoutTheGraphReplayOthersWaitInAreNamed) {
+  const uint64_t hash = freshHash();
+  std::vector<std::unique_ptr<OpLedger>> pages;
+  for (int r = 0; r < 3; ++r) pages.push_back(OpLedger::create(hash, r, 3));
+  if (!pages[0]) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  for (int r = 0; r < 3; ++r) pages[r]->publish(allReduce(256));  // the captured call: the same everywhere
+  const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+  pages[0]->publishReplays(4, nowMs - 7000);
+  pages[1]->publishReplays(4, nowMs - 6000);
+  pages[2]->publishReplays(0, nowMs);  // rank 2 never launched the replay
+  const std::vector<CommLedgerView> comms = scanLedgerPages();
+  ASSERT_NE(find(comms, hash), nullptr);
+  const std::string text = describeCommStatus(*find(comms, hash));
+  EXPECT_NE(text.find("a graph replay's kernel runs on 4 channels, unchanged for 7 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("graph replays: rank 2 runs none while ranks 0 and 1 run one"), std::string::npos) << text;
+  EXPECT_EQ(text.find("every rank of this host has made the same calls"), std::string::npos) << text;
+
+  pages[2]->publishReplays(4, nowMs);  // it launches it: nobody is behind
+  const std::vector<CommLedgerView> later = scanLedgerPages();
+  ASSERT_NE(find(later, hash), nullptr);
+  const std::string level = describeCommStatus(*find(later, hash));
+  EXPECT_EQ(level.find("graph replays:"), std::string::npos) << level;
+  EXPECT_NE(level.find("every rank of this host has made the same calls"), std::string::npos) << level;
 }
 
 TEST(LedgerStatus, AKilledRanksPageIsMarkedExitedAndMissingPagesAreSaid) {

@@ -47,8 +47,8 @@ class TwoRanks {
       snd.buffs[p] = rcv.buffs[p] = bufs_[p].get();
       snd.stepBytes[p] = rcv.stepBytes[p] = kStepBytes[p];
     }
-    snd.tail = rcv.tail = &counters_[0];
-    snd.head = rcv.head = &counters_[1];
+    snd.tail = rcv.tail = &counters_[0][0];
+    snd.head = rcv.head = &counters_[1][0];
   }
 
   // One launch: rank 0 sends `in` (n bytes) to rank 1's `out`. Rank 0's warps other than warp 0
@@ -121,13 +121,15 @@ class TwoRanks {
 
   uint64_t sendStep() const { return peers_[0][1].send.step; }
   uint64_t recvStep() const { return peers_[1][0].recv.step; }
-  uint64_t head() const { return counters_[1]; }
+  uint64_t head() const { return counters_[1][0]; }
 
  private:
   DevComm comm_[2];
   DevPeer peers_[2][2] = {};
   Aligned bufs_[kNumProtos];
-  uint64_t counters_[2] = {0, 0};
+  // A whole counter line each, as the transports give: the LL sender also stores its step sizes
+  // in its head line (abi.h kStepSizeWord); one word each ran over into the test's stack.
+  uint64_t counters_[2][kCounterLineWords] = {};
   uint32_t abort_ = 0;
 };
 

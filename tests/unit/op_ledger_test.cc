@@ -177,3 +177,27 @@ TEST(OpLedger, TheReportNamesOnlyTheRanksBehind) {
   EXPECT_EQ(text.find("rank 3 "), std::string::npos) << text;
   EXPECT_NE(text.find("has not made the call"), std::string::npos) << text;
 }
+
+TEST(OpLedger, TheReportNamesThePeersWithoutTheGraphReplay) {
+  using weft::core::describeReplayLaggards;
+  EXPECT_EQ(describeReplayLaggards({}), "");
+  EXPECT_EQ(describeReplayLaggards({2}), "rank 2 runs no kernel of a graph replay on this communicator while this "
+                                         "rank's waits: the replay was not launched there (skipped, or stuck before it)");
+  const std::string many = describeReplayLaggards({1, 4, 6});
+  EXPECT_EQ(many.rfind("ranks 1, 4 and 6 run no kernel", 0), 0u) << many;
+}
+
+TEST(OpLedger, ReplaysPublishedAreReadByPeersAndBounded) {
+  const uint64_t hash = weft::test::freshCommHash();
+  auto mine = OpLedger::create(hash, 0, 1);
+  if (!mine) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  auto peer = PeerLedger::open(hash, 0);
+  ASSERT_NE(peer, nullptr);
+  int64_t since = -1;
+  EXPECT_EQ(peer->replayChannels(&since), 0) << "a new page runs no replay";
+  mine->publishReplays(3, 12345);
+  EXPECT_EQ(peer->replayChannels(&since), 3);
+  EXPECT_EQ(since, 12345);
+  mine->publishReplays(0, 12999);
+  EXPECT_EQ(peer->replayChannels(nullptr), 0);
+}

@@ -158,6 +158,38 @@ TEST(ProgressWatch, NewCallsRestartTheClockAndFinishingEndsTheEpisode) {
   EXPECT_EQ(silent.update(false, 1, 1e6, 0, 0, &quiet), ProgressWatch::kNothing);
 }
 
+TEST(ReplayView, StampsTellRunningKernelsAndEveryStartMovesTheToken) {
+  std::vector<uint64_t> stamps(8, 0);
+  const ReplayView idle = viewReplays(stamps.data(), 8);
+  EXPECT_FALSE(idle.running);
+  EXPECT_EQ(idle.channels, 0);
+  stamps[2] = 1001, stamps[5] = 1003;  // a replay's kernel on channels 2 and 5
+  const ReplayView first = viewReplays(stamps.data(), 8);
+  EXPECT_TRUE(first.running);
+  EXPECT_EQ(first.channels, 2);
+  EXPECT_EQ(viewReplays(stamps.data(), 8).token, first.token) << "nothing moved: the same token";
+  stamps[2] = 0;  // channel 2's block is done, channel 5's still runs
+  const ReplayView half = viewReplays(stamps.data(), 8);
+  EXPECT_NE(half.token, first.token);
+  EXPECT_EQ(half.channels, 1);
+  stamps[2] = 2001, stamps[5] = 2003;  // the next replay, seen between two looks
+  EXPECT_NE(viewReplays(stamps.data(), 8).token, first.token);
+  std::vector<uint64_t> swapped(8, 0);  // the same start times on other channels
+  swapped[5] = 1001, swapped[2] = 1003;
+  EXPECT_NE(viewReplays(swapped.data(), 8).token, first.token);
+}
+
+TEST(ProgressWatch, ReplaysThatFollowEachOtherAreNotAHang) {
+  // A graph loop: a replay's kernel is always running when looked at, but its stamps change.
+  ProgressWatch p;
+  double quiet = 0;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(p.update(false, 7 ^ (uint64_t)(1000 + i), i * 1.0, 2, 4, &quiet), ProgressWatch::kNothing);
+  // The replay that stops moving: the same stamps look after look.
+  EXPECT_EQ(p.update(false, 7 ^ 5000, 101.0, 2, 4, &quiet), ProgressWatch::kNothing);
+  EXPECT_EQ(p.update(false, 7 ^ 5000, 103.0, 2, 4, &quiet), ProgressWatch::kReport);
+  EXPECT_EQ(p.update(false, 7 ^ 5000, 105.0, 2, 4, &quiet), ProgressWatch::kFail);
+}
+
 TEST(PeerExit, FinishedWorkEndsQuietlyUnfinishedWorkGetsTheGraceThenFails) {
   using V = PeerExitVerdict;
   EXPECT_EQ(judgePeerExit(GpuWork::Finished, 0.0, 1.0), V::Quiet);   // the end of a job

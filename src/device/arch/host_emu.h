@@ -149,6 +149,10 @@ inline void stRelaxedGpu(uint32_t* p, uint32_t v) {
   stored();
   __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
+inline uint64_t globalTimerNs() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 inline uint32_t ldAcquireCtaShared(const uint32_t* p) {  // poll
   pollPause();
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
