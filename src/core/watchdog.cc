@@ -14,8 +14,8 @@
 
 #include "core/call_check.h"
 #include "core/comm_init.h"
-#include "core/hang_dump.h"
 #include "core/communicator.h"
+#include "core/hang_dump.h"
 #include "core/op_ledger.h"
 #include "core/peer_info.h"
 #include "runtime/gpu.h"

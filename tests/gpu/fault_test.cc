@@ -24,6 +24,10 @@
 //   shrink-alive    nothing fails: the survivors shrink the victim away while it waits to call an
 //                   all_reduce on the parent, check one on the child, then every rank, the
 //                   victim too, checks one on the parent (a shrink leaves the parent working)
+//   skip-graph      every rank replays a captured all_reduce back to back for longer than
+//                   NCCL_TIMEOUT (that must not be taken for a hang), then the victim does not
+//                   launch the next replay: the others fail after NCCL_TIMEOUT, naming it as the rank
+//                   that runs no kernel of the replay
 //   skip-sendrecv   after a first exchange of sends and receives between every pair, the victim
 //                   does not call the second: the others report it as the rank that has posted
 //                   fewer sends to them than their receives
@@ -45,14 +49,18 @@
 // A survivor must see ncclRemoteError from ncclCommGetAsyncError within a deadline and a last error
 // naming the victim's rank ("exited", "stopped", or "has issued" fewer collectives); ncclCommAbort must return promptly and the
 // stream must drain; then the survivors build a new communicator among themselves and check an
-// all_reduce on it. The parent reaps the victim only after the survivors are done, so the dead
+// all_reduce on it. Where a survivor fails on NCCL_TIMEOUT, its last error names the hang dump
+// (NCCL_WEFT_HANG_DUMP_DIR, a fresh folder here), which must hold the reason and the host's view of
+// the ranks behind. The parent reaps the victim only after the survivors are done, so the dead
 // victim is a zombie meanwhile (its pid still answers kill(pid, 0)).
 //   weft_gpu_fault_test [-n ranks (3)] [-g gpus (1)] [--only scenario]
 // Uses only nccl.h, so it also shows what another libnccl.so.2 does (a hang is reported as one).
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,13 +87,13 @@ constexpr int kHangReportSeconds = 2;     // NCCL_WEFT_HANG_REPORT_SECONDS for e
 enum class Scenario {
   KillAllReduce, KillSendRecv, KillGraph, KillFinalize, StopContinue, StopTooLong, SkipCall,
   KillShrink, RevokeShrink, ShrinkAlive, MismatchCount, MismatchRoot, MismatchCall, MismatchSend, SkipSendRecv,
-  KillSendRecvRegistered, KillWindow, ExitIdle
+  KillSendRecvRegistered, KillWindow, ExitIdle, SkipGraph
 };
 const char* kNames[] = {"kill-allreduce", "kill-sendrecv",  "kill-graph",    "kill-finalize", "stop-continue",
                         "stop-too-long",  "skip-call",      "kill-shrink",   "revoke-shrink", "shrink-alive",
                         "mismatch-count", "mismatch-root",  "mismatch-call", "mismatch-send",
-                        "skip-sendrecv",  "kill-sendrecv-reg", "kill-window",   "exit-idle"};
-constexpr int kScenarios = 18;
+                        "skip-sendrecv",  "kill-sendrecv-reg", "kill-window",   "exit-idle",     "skip-graph"};
+constexpr int kScenarios = 19;
 
 bool isMismatch(Scenario s) {
   return s == Scenario::MismatchCount || s == Scenario::MismatchRoot || s == Scenario::MismatchCall ||
@@ -100,7 +108,11 @@ bool isKill(Scenario s) {
 // The victim stays alive without calling; the parent kills it once the survivors are done.
 bool victimIdles(Scenario s) {
   return s == Scenario::StopTooLong || s == Scenario::SkipCall || s == Scenario::RevokeShrink ||
-         s == Scenario::SkipSendRecv;
+         s == Scenario::SkipSendRecv || s == Scenario::SkipGraph;
+}
+// The survivors fail on NCCL_TIMEOUT (and write a hang dump).
+bool timesOut(Scenario s) {
+  return s == Scenario::StopTooLong || s == Scenario::SkipCall || s == Scenario::SkipSendRecv || s == Scenario::SkipGraph;
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -159,6 +171,7 @@ ncclResult_t enqueueWaitingOp(Rank& x, ncclComm_t comm, float* send, float* recv
       return ncclGroupEnd();
     }
     case Scenario::KillGraph:
+    case Scenario::SkipGraph:
       return cudaGraphLaunch(g, s) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
     default:
       return ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
@@ -319,6 +332,63 @@ void abortAndRecover(Rank& x, ncclComm_t comm, float* buf, cudaStream_t s, const
   ncclCommDestroy(fresh);
 }
 
+// A survivor that failed on NCCL_TIMEOUT: the hang dump its last error names holds the reason and
+// the host's view (the victim behind, or stopped).
+void checkHangDump(Rank& x, const std::string& last) {
+  const std::string mark = "this rank's state is in ";
+  const size_t at = last.find(mark);
+  if (at == std::string::npos) return x.verdict(false, "the last error names a hang dump", last);
+  const size_t from = at + mark.size(), end = last.find_first_of(");", from);
+  const std::string path = last.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  std::string dump;
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    for (char buf[4096]; size_t n = std::fread(buf, 1, sizeof(buf), f);) dump.append(buf, n);
+    std::fclose(f);
+  }
+  const std::string victim = std::to_string(x.nranks - 1);
+  const std::string view = x.scenario == Scenario::SkipCall    ? "behind: rank " + victim + " has not made collective #2"
+                           : x.scenario == Scenario::SkipGraph ? "graph replays: rank " + victim + " runs none"
+                           : x.scenario == Scenario::SkipSendRecv ? "point-to-point: rank " + victim + " has posted"
+                                                                  : "rank " + victim + " (pid";
+  x.verdict(dump.find("reason: rank " + std::to_string(x.rank)) != std::string::npos &&
+                dump.find(view) != std::string::npos && dump.find("NCCL_TIMEOUT=") != std::string::npos,
+            "the hang dump holds the reason, the settings and the host's view", path + " (" +
+                std::to_string(dump.size()) + " bytes; looked for \"" + view + "\")" + (dump.size() < 4000 ? ":\n" + dump : ""));
+  std::remove(path.c_str());
+}
+
+// Replays that follow each other for longer than NCCL_TIMEOUT are not a hang. Rank 0 times a few
+// and tells every rank how many make that long; each element of `recv` then holds nranks * W, W
+// being the warm-up's sum that `send` still holds.
+void replayLoop(Rank& x, ncclComm_t comm, float* recv, cudaStream_t s, cudaGraphExec_t g) {
+  double t0 = now();
+  for (int i = 0; i < 20; ++i) cudaGraphLaunch(g, s);
+  if (cudaStreamSynchronize(s) != cudaSuccess) x.fatal("20 replays", "");
+  int n = (int)std::min(1e6, (kStopTimeoutSeconds + 2) / std::max(1e-6, (now() - t0) / 20));
+  int* count = reinterpret_cast<int*>(recv);
+  cudaMemcpy(count, &n, sizeof(n), cudaMemcpyHostToDevice);
+  if (ncclBroadcast(count, count, 1, ncclInt32, 0, comm, s) != ncclSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+    x.fatal("broadcasting the count of replays", "");
+  cudaMemcpy(&n, count, sizeof(n), cudaMemcpyDeviceToHost);
+  t0 = now();
+  for (int i = 0; i < n; ++i) {
+    if (cudaGraphLaunch(g, s) != cudaSuccess) x.fatal("cudaGraphLaunch", std::to_string(i));
+  }
+  const bool done = cudaStreamSynchronize(s) == cudaSuccess;
+  const double took = now() - t0;
+  ncclResult_t async = ncclInProgress;
+  ncclCommGetAsyncError(comm, &async);
+  std::vector<float> host(kCount);
+  cudaMemcpy(host.data(), recv, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+  const float want = (float)x.nranks * x.nranks * (x.nranks + 1) / 2;
+  size_t bad = 0;
+  for (float v : host) bad += v != want;
+  x.verdict(done && async == ncclSuccess && bad == 0 && took > kStopTimeoutSeconds,
+            "replays back to back for longer than NCCL_TIMEOUT are not taken for a hang",
+            std::to_string(n) + " replays in " + std::to_string(took) + " s, " + text(async) + ", " +
+                std::to_string(bad) + " wrong elements");
+}
+
 // The NCCL_DEBUG_FILE of an exit-idle rank (set before its first library call).
 std::string idleLogPath(pid_t pid) { return "/tmp/weft_fault_exit_idle." + std::to_string(pid) + ".log"; }
 
@@ -386,8 +456,7 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
     return;
   }
   ncclResult_t async = ncclSuccess;
-  const bool waitsForTimeout = x.scenario == Scenario::StopTooLong || x.scenario == Scenario::SkipCall ||
-                               x.scenario == Scenario::SkipSendRecv;
+  const bool waitsForTimeout = timesOut(x.scenario);
   const double limit = (waitsForTimeout ? kStopTimeoutSeconds : 0) + kDeathLimitSeconds;
   while (now() - t0 < limit + 20) {
     ncclCommGetAsyncError(comm, &async);
@@ -400,14 +469,16 @@ void survivor(Rank& x, ncclComm_t comm, float* send, float* recv, cudaStream_t s
   x.verdict(async == ncclRemoteError, "ncclCommGetAsyncError reports ncclRemoteError",
             "got " + text(async) + " after " + std::to_string(seen) + " s");
   x.verdict(seen <= limit, "within the deadline", std::to_string(seen) + " s (limit " + std::to_string(limit) + " s)");
-  const bool skip = x.scenario == Scenario::SkipCall || x.scenario == Scenario::SkipSendRecv;
+  const bool skip = waitsForTimeout && x.scenario != Scenario::StopTooLong;
   const std::string who = (skip ? "rank " : "peer rank ") + std::to_string(victim);
   const char* how = x.scenario == Scenario::SkipCall       ? "has issued 1 collectives"
                     : x.scenario == Scenario::SkipSendRecv ? "has posted 1 sends to this rank against this rank's 2"
+                    : x.scenario == Scenario::SkipGraph    ? "runs no kernel of a graph replay"
                     : x.scenario == Scenario::StopTooLong  ? "stopped"
                                                            : "exited";
   x.verdict(last.find(who) != std::string::npos && last.find(how) != std::string::npos,
             "the last error names the peer and what happened", last);
+  if (waitsForTimeout) checkHangDump(x, last);
   if (x.scenario == Scenario::KillShrink) {
     shrinkAndCheck(x, comm, send, s, NCCL_SHRINK_ABORT);
     std::string why;
@@ -461,7 +532,7 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
   if (!checkedAllReduce(comm, rank, nranks, send, s, &why)) x.fatal("warm-up all_reduce", why);
   cudaGraphExec_t graph = nullptr;
   // Every rank captures (connections are made at capture) and replays once.
-  if (sc == Scenario::KillGraph) {
+  if (sc == Scenario::KillGraph || sc == Scenario::SkipGraph) {
     cudaGraph_t g;
     cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, s);
@@ -478,6 +549,7 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
       }
     }
   }
+  if (sc == Scenario::SkipGraph) replayLoop(x, comm, recv, s, graph);
   if (isMismatch(sc)) {
     mismatchedCall(x, comm, send, recv, s);
     return x.fails == 0 ? 0 : 1;
@@ -487,7 +559,8 @@ int runRank(Scenario sc, int rank, int nranks, int gpus, int idRead, const std::
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors are waiting by now
       raise(SIGKILL);
     }
-    if (sc == Scenario::SkipCall || sc == Scenario::RevokeShrink || sc == Scenario::SkipSendRecv) {
+    if (sc == Scenario::SkipCall || sc == Scenario::RevokeShrink || sc == Scenario::SkipSendRecv ||
+        sc == Scenario::SkipGraph) {
       for (;;) pause();  // alive and running, but never calls; the parent kills it at the end
     }
     if (sc == Scenario::ExitIdle) {  // the end of a job: its work done, this rank leaves first
@@ -595,12 +668,26 @@ int main(int argc, char** argv) {
   if (nranks > gpus) setenv("NCCL_WEFT_ALLOW_GPU_SHARING", "1", 1);
   setenv("NCCL_TIMEOUT", std::to_string(kStopTimeoutSeconds).c_str(), 1);
   setenv("NCCL_WEFT_HANG_REPORT_SECONDS", std::to_string(kHangReportSeconds).c_str(), 1);
+  char dumpDir[] = "/tmp/weft_fault_dumps.XXXXXX";  // the survivors read and remove their dumps
+  if (mkdtemp(dumpDir) == nullptr) return std::perror("mkdtemp"), 1;
+  setenv("NCCL_WEFT_HANG_DUMP_DIR", dumpDir, 1);
   int failed = 0, ran = 0;
   for (int s = 0; s < kScenarios; ++s) {
     if (!only.empty() && only != kNames[s]) continue;
     ++ran;
     failed += runScenario((Scenario)s, nranks, gpus) ? 0 : 1;
   }
+  std::string leftover;  // dumps a failed survivor did not get to remove
+  if (DIR* d = opendir(dumpDir)) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      leftover += std::string(" ") + e->d_name;
+      std::remove((std::string(dumpDir) + "/" + e->d_name).c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dumpDir);
+  if (!leftover.empty()) std::printf("hang dumps left by failed ranks:%s\n", leftover.c_str());
   if (ran == 0) return std::fprintf(stderr, "no scenario named %s\n", only.c_str()), 2;
   std::printf("%d of %d scenarios passed\n", ran - failed, ran);
   return failed == 0 ? 0 : 1;
