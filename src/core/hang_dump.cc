@@ -98,7 +98,12 @@ std::string formatHangDump(const HangFacts& f) {
   } else {
     text += "  a CUDA graph replay's kernel was still running on channel" +
             std::string(f.replayChannels.size() == 1 ? "" : "s");
-    for (size_t i = 0; i < f.replayChannels.size(); ++i) text += (i ? ", " : " ") + std::to_string(f.replayChannels[i]);
+    // Runs of consecutive channels as "a-b": a kernel usually holds every channel of the communicator.
+    const std::vector<int>& ch = f.replayChannels;
+    for (size_t i = 0, j; i < ch.size(); i = j) {
+      for (j = i + 1; j < ch.size() && ch[j] == ch[j - 1] + 1;) ++j;
+      text += (i ? ", " : " ") + std::to_string(ch[i]) + (j - i > 1 ? "-" + std::to_string(ch[j - 1]) : "");
+    }
     text += "\n";
   }
   text += "  settings:";

@@ -49,7 +49,12 @@ TEST(HangDump, TheTextHoldsTheReasonTheLatestCallsSettingsAndTheHostsView) {
   f.replayChannels = {0, 3};
   f.settings.clear();
   text = formatHangDump(f);
-  EXPECT_NE(text.find("a CUDA graph replay's kernel was still running on channels 0, 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("a CUDA graph replay's kernel was still running on channels 0, 3\n"), std::string::npos) << text;
+  f.replayChannels = {0, 1, 2, 3, 5, 7, 8};
+  text = formatHangDump(f);
+  EXPECT_NE(text.find("running on channels 0-3, 5, 7-8\n"), std::string::npos) << text;
+  f.replayChannels = {4};
+  EXPECT_NE(formatHangDump(f).find("running on channel 4\n"), std::string::npos);
   EXPECT_NE(text.find("(no NCCL_* variable set)"), std::string::npos) << text;
 }
 
