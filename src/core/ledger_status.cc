@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -48,16 +48,6 @@ std::string rankText(const RankLedgerView& r) {
 // "1 collective", "2 collectives"
 std::string counted(int64_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
-// "ranks 0, 1 and 3"
-std::string rankList(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
-    text += std::to_string(ranks[i]);
-  }
-  return text;
 }
 
 }  // namespace
@@ -133,16 +123,16 @@ std::string describeCommStatus(const CommLedgerView& comm) {
   if (!behind.empty()) {
     // Built as a string: the lists of ranks have no bound a line buffer could keep.
     const std::string call = ahead->haveLatest ? " (" + describeCall(ahead->latest) + ")" : "";
-    text += "  behind: " + rankList(behind) + (behind.size() == 1 ? " has" : " have") + " not made collective #" +
-            std::to_string(most) + call + ", which " + rankList(level) + (level.size() == 1 ? " has" : " have") +
+    text += "  behind: " + rankListText(behind) + (behind.size() == 1 ? " has" : " have") + " not made collective #" +
+            std::to_string(most) + call + ", which " + rankListText(level) + (level.size() == 1 ? " has" : " have") +
             " made\n";
   }
   // Graph replays are not calls: a rank that runs none while others wait in one never launched it.
   std::vector<int> replaying, idle;
   for (const RankLedgerView& r : comm.ranks) (r.replayChannels > 0 ? replaying : idle).push_back(r.rank);
   if (!replaying.empty() && !idle.empty()) {
-    text += "  graph replays: " + rankList(idle) + (idle.size() == 1 ? " runs" : " run") + " none while " +
-            rankList(replaying) + (replaying.size() == 1 ? " runs" : " run") +
+    text += "  graph replays: " + rankListText(idle) + (idle.size() == 1 ? " runs" : " run") + " none while " +
+            rankListText(replaying) + (replaying.size() == 1 ? " runs" : " run") +
             " one: the replay was not launched there (skipped, or stuck before it)\n";
   }
   // Sends and receives between host mates: host index i is the i-th rank of the host in rank order,

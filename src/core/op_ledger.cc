@@ -291,15 +291,18 @@ std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>
   return text;
 }
 
+std::string rankListText(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
+}
+
 std::string describeReplayLaggards(const std::vector<int>& idlePeers) {
   if (idlePeers.empty()) return "";
-  std::string text = idlePeers.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < idlePeers.size(); ++i) {
-    if (i > 0) text += i + 1 == idlePeers.size() ? " and " : ", ";
-    text += std::to_string(idlePeers[i]);
-  }
-  text += idlePeers.size() == 1 ? " runs" : " run";
-  return text + " no kernel of a graph replay on this communicator while this rank's waits: the replay was not "
+  return rankListText(idlePeers) + (idlePeers.size() == 1 ? " runs" : " run") + " no kernel of a graph replay on this communicator while this rank's waits: the replay was not "
                 "launched there (skipped, or stuck before it)";
 }
 

@@ -133,6 +133,9 @@ class PeerLedger {
 // unknown); `self` is this rank. "" when no rank is behind.
 std::string describeLaggards(int self, uint64_t mine, const std::vector<int64_t>& peers);
 
+// Pure: "rank 3", "ranks 0, 1 and 3" (every rank named, in the order given).
+std::string rankListText(const std::vector<int>& ranks);
+
 // Pure: the sentence that names the peers of the host that run no graph replay's kernel on the
 // communicator while this rank's waits (`idlePeers`, in rank order); "" when there are none.
 std::string describeReplayLaggards(const std::vector<int>& idlePeers);

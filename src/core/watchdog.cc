@@ -67,12 +67,17 @@ void failCommunicator(ncclComm* comm, ncclResult_t code = ncclRemoteError, const
   requestAbort(comm);
 }
 
+// The communicator's ranks on this rank's host, in rank order (this one included).
+std::vector<int> hostMatesOf(ncclComm* comm) {
+  std::vector<uint64_t> hostOf(comm->nRanks);
+  for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
+  return hostRanksOf(hostOf, comm->rank);
+}
+
 // The ranks of the host whose sends to (receives from) this rank fall short of its own receives
 // from (sends to) them.
 std::string p2pLaggardsOf(ncclComm* comm) {
-  std::vector<uint64_t> hostOf(comm->nRanks);
-  for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
-  const std::vector<int> host = hostRanksOf(hostOf, comm->rank);
+  const std::vector<int> host = hostMatesOf(comm);
   const int self = (int)(std::find(host.begin(), host.end(), comm->rank) - host.begin());
   std::vector<P2pTally> tallies;
   for (int i = 0; i < (int)host.size(); ++i) {
@@ -92,10 +97,8 @@ std::string p2pLaggardsOf(ncclComm* comm) {
 
 // The host mates whose pages say that no graph replay's kernel of theirs runs on the communicator.
 std::string replayLaggardsOf(ncclComm* comm) {
-  std::vector<uint64_t> hostOf(comm->nRanks);
-  for (int r = 0; r < comm->nRanks; ++r) hostOf[r] = comm->peers[r].hostHash;
   std::vector<int> idle;
-  for (int r : hostRanksOf(hostOf, comm->rank)) {
+  for (int r : hostMatesOf(comm)) {
     if (r == comm->rank) continue;
     const auto page = PeerLedger::open(comm->commHash, r);
     if (page && page->replayChannels(nullptr) == 0) idle.push_back(r);

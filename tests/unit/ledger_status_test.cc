@@ -29,6 +29,25 @@ const CommLedgerView* find(const std::vector<CommLedgerView>& comms, uint64_t ha
 
 CallSignature allReduce(uint64_t count) { return weft::test::allReduceCall(count); }
 
+// Pages for ranks 0..2 of communicator `hash`, all on this host (null ones where there is no
+// shared memory).
+std::vector<std::unique_ptr<OpLedger>> threeRankPages(uint64_t hash) {
+  std::vector<std::unique_ptr<OpLedger>> pages;
+  for (int r = 0; r < 3; ++r) pages.push_back(OpLedger::create(hash, r, 3));
+  return pages;
+}
+
+// What weft-status prints now for communicator `hash` ("" and a failure when no page is found).
+std::string statusNow(uint64_t hash) {
+  const std::vector<CommLedgerView> comms = scanLedgerPages();
+  const CommLedgerView* comm = find(comms, hash);
+  if (comm == nullptr) {
+    ADD_FAILURE() << "no page of communicator " << hash;
+    return "";
+  }
+  return describeCommStatus(*comm);
+}
+
 }  // namespace
 
 TEST(LedgerStatus, PageNamesAreParsedStrictly) {
@@ -47,8 +66,7 @@ TEST(LedgerStatus, PageNamesAreParsedStrictly) {
 
 TEST(LedgerStatus, NamesTheRankBehindTheCallTheOthersWaitInAndUnmatchedSends) {
   const uint64_t hash = freshHash();
-  std::vector<std::unique_ptr<OpLedger>> pages;
-  for (int r = 0; r < 3; ++r) pages.push_back(OpLedger::create(hash, r, 3));
+  const auto pages = threeRankPages(hash);
   if (!pages[0]) GTEST_SKIP() << "no POSIX shared memory on this machine";
   for (int r = 0; r < 3; ++r) pages[r]->publish(allReduce(256));
   pages[0]->publish(allReduce(1024));
@@ -75,17 +93,14 @@ TEST(LedgerStatus, NamesTheRankBehindTheCallTheOthersWaitInAndUnmatchedSends) {
 
   pages[2]->publish(allReduce(1024));
   pages[0]->publishP2p(1, P2pDirection::kRecv, {64, ncclFloat32});
-  const std::vector<CommLedgerView> later = scanLedgerPages();
-  ASSERT_NE(find(later, hash), nullptr);
-  const std::string level = describeCommStatus(*find(later, hash));
+  const std::string level = statusNow(hash);
   EXPECT_EQ(level.find("behind"), std::string::npos) << level;
   EXPECT_EQ(level.find("point-to-point"), std::string::npos) << level;
 }
 
 TEST(LedgerStatus, RanksWithoutTheGraphReplayOthersWaitInAreNamed) {
   const uint64_t hash = freshHash();
-  std::vector<std::unique_ptr<OpLedger>> pages;
-  for (int r = 0; r < 3; ++r) pages.push_back(OpLedger::create(hash, r, 3));
+  const auto pages = threeRankPages(hash);
   if (!pages[0]) GTEST_SKIP() << "no POSIX shared memory on this machine";
   for (int r = 0; r < 3; ++r) pages[r]->publish(allReduce(256));  // the captured call: the same everywhere
   const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -93,17 +108,13 @@ TEST(LedgerStatus, RanksWithoutTheGraphReplayOthersWaitInAreNamed) {
   pages[0]->publishReplays(4, nowMs - 7000);
   pages[1]->publishReplays(4, nowMs - 6000);
   pages[2]->publishReplays(0, nowMs);  // rank 2 never launched the replay
-  const std::vector<CommLedgerView> comms = scanLedgerPages();
-  ASSERT_NE(find(comms, hash), nullptr);
-  const std::string text = describeCommStatus(*find(comms, hash));
+  const std::string text = statusNow(hash);
   EXPECT_NE(text.find("a graph replay's kernel runs on 4 channels, unchanged for 7 s"), std::string::npos) << text;
   EXPECT_NE(text.find("graph replays: rank 2 runs none while ranks 0 and 1 run one"), std::string::npos) << text;
   EXPECT_EQ(text.find("every rank of this host has made the same calls"), std::string::npos) << text;
 
   pages[2]->publishReplays(4, nowMs);  // it launches it: nobody is behind
-  const std::vector<CommLedgerView> later = scanLedgerPages();
-  ASSERT_NE(find(later, hash), nullptr);
-  const std::string level = describeCommStatus(*find(later, hash));
+  const std::string level = statusNow(hash);
   EXPECT_EQ(level.find("graph replays:"), std::string::npos) << level;
   EXPECT_NE(level.find("every rank of this host has made the same calls"), std::string::npos) << level;
 }
