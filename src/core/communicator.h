@@ -155,6 +155,8 @@ struct ncclComm {
     weft::runtime::Stream stream = nullptr;
     std::vector<weft::runtime::GraphNode> tail;
     weft::runtime::GraphNode record = nullptr;
+    // NCCL_GRAPH_MIXING_SUPPORT's event nodes are in this graph (not in a conditional node's body).
+    bool eventNodes = false;
     uint64_t lastUse = 0;  // captureUses when a launch last went into this graph
   };
   std::vector<CaptureOrder> captureOrders;

@@ -245,22 +245,33 @@ ncclComm::CaptureOrder* findCaptureOrder(ncclComm* comm, unsigned long long grap
 // when captured on another stream forked from the same capture. With NCCL_GRAPH_MIXING_SUPPORT the
 // graph's first launch also waits, at each replay, for the communicator's latest launches elsewhere
 // (lastLaunchEvent: on streams; graphLaunchEvent: in graphs), and finish() records
-// graphLaunchEvent after the graph's latest launch.
+// graphLaunchEvent after the graph's latest launch; except in the body of a conditional node, which
+// CUDA lets hold no event nodes (NCCL's nodes there fail the graph's instantiation: NCCL issue
+// #1986, pytorch issue #180960).
 Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long graphId) {
   if (ncclComm::CaptureOrder* order = findCaptureOrder(comm, graphId)) {
     if (stream != order->stream) WEFT_TRY(runtime::captureAddDependencies(stream, order->tail));
     return ncclSuccess;
   }
-  if (graphMixing()) {
+  bool eventNodes = graphMixing();
+  if (eventNodes) WEFT_TRY(runtime::captureAllowsEventNodes(stream, &eventNodes));
+  if (eventNodes) {
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->lastLaunchEvent));
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->graphLaunchEvent));
     comm->graphsOrdered = true;
+  } else if (graphMixing()) {
+    WEFT_INFO(log::kGraph,
+              "rank %d: a call captured into the body of a CUDA graph conditional node (graph %llu), where CUDA "
+              "allows no event nodes: its kernels follow this communicator's other work by the graph's own "
+              "order and the stream the graph is launched on only, as with NCCL_GRAPH_MIXING_SUPPORT=0",
+              comm->rank, graphId);
   }
   // Recorded once the waits are in, with them as the tail: should this launch add no kernel, a
   // later one into the graph on another stream still starts after them.
   ncclComm::CaptureOrder order;
   order.graphId = graphId;
   order.stream = stream;
+  order.eventNodes = eventNodes;
   WEFT_TRY(runtime::captureFrontier(stream, &order.tail));
   order.lastUse = ++comm->captureUses;
   comm->capturedLaunches.store(true, std::memory_order_release);
@@ -289,7 +300,7 @@ Status noteCapturedLaunch(ncclComm* comm, runtime::Stream stream, unsigned long 
   if (order == nullptr) return ncclSuccess;
   WEFT_TRY(runtime::captureFrontier(stream, &order->tail));
   order->stream = stream;
-  if (graphMixing()) {
+  if (order->eventNodes) {
     WEFT_TRY(runtime::captureRecordEventAfter(stream, comm->graphLaunchEvent, order->tail, &order->record));
   }
   return ncclSuccess;

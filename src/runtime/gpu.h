@@ -122,6 +122,11 @@ using GraphNode = void*;  // a node of the graph being captured (opaque)
 // Where the runtime lacks external event nodes and graph user objects (HIP 5.2) the calls from
 // here on answer ncclInvalidUsage; captureNodesSupported() says which.
 bool captureNodesSupported();
+// Whether the graph being captured on `stream` may hold event record and wait nodes. CUDA refuses
+// them inside the body of a conditional node (cudaGraphInstantiate then fails with "invalid
+// argument"), and no call says that a graph is such a body; *allowed is false when it is one, or
+// may be (graph_capture.cc says how it is told).
+[[nodiscard]] Status captureAllowsEventNodes(Stream stream, bool* allowed);
 // Work captured after this on `stream` waits, each time the graph runs, for what `event`'s latest
 // record covers when the graph is launched (an external event wait node).
 [[nodiscard]] Status captureWaitEvent(Stream stream, Event event);

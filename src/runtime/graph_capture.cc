@@ -109,6 +109,10 @@ Status unsupported(const char* call) {
 }
 }  // namespace
 
+Status captureAllowsEventNodes(Stream, bool* allowed) {
+  *allowed = false;  // there are none to add here anyway
+  return ncclSuccess;
+}
 Status captureWaitEvent(Stream, Event) { return unsupported("captureWaitEvent"); }
 Status captureRecordEventAfter(Stream, Event, const std::vector<GraphNode>&, GraphNode*) {
   return unsupported("captureRecordEventAfter");
@@ -118,6 +122,47 @@ Status captureOnGraphGone(Stream, HostFn, void*) { return unsupported("captureOn
 #else
 
 bool captureNodesSupported() { return true; }
+
+// A conditional node's body is told by its clone: cudaGraphClone refuses graphs that hold
+// conditional, allocation or free nodes and, as found on CUDA 13.0, every conditional body, even
+// an empty one. So a refused clone of a graph without such nodes is a body. One that holds
+// allocation or free nodes is no body (bodies may not hold them); one that holds a conditional
+// node (a body with a nested one, or a top-level graph) cannot be told and is taken for a body:
+// the event nodes left out cost ordering against other streams, while a wrong guess the other way
+// costs the whole graph. Runs once per graph and communicator (the clone copies every node).
+Status captureAllowsEventNodes(Stream stream, bool* allowed) {
+  WEFT_CHECK_ARG(allowed != nullptr, "captureAllowsEventNodes: allowed is NULL");
+  cudaGraph_t graph = nullptr;
+  const cudaGraphNode_t* frontier = nullptr;
+  size_t count = 0;
+  WEFT_TRY(captureState(stream, &graph, &frontier, &count));
+  cudaGraph_t clone = nullptr;
+  const cudaError_t cloned = cudaGraphClone(&clone, graph);
+  if (cloned == cudaSuccess) {
+    (void)cudaGraphDestroy(clone);
+    *allowed = true;
+    return ncclSuccess;
+  }
+  (void)cudaGetLastError();
+  if (cloned != cudaErrorNotSupported) {  // no answer: as before this check
+    WEFT_INFO(log::kGraph, "stream %p: cudaGraphClone of the captured graph failed (%s); taken for a top-level graph",
+              (void*)stream, cudaGetErrorString(cloned));
+    *allowed = true;
+    return ncclSuccess;
+  }
+  size_t n = 0;
+  WEFT_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) WEFT_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &n));
+  bool allocations = false;
+  for (size_t i = 0; i < n && !allocations; ++i) {
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    WEFT_CUDA_TRY(cudaGraphNodeGetType(nodes[i], &type));
+    allocations = type == cudaGraphNodeTypeMemAlloc || type == cudaGraphNodeTypeMemFree;
+  }
+  *allowed = allocations;
+  return ncclSuccess;
+}
 
 Status captureWaitEvent(Stream stream, Event event) {
   WEFT_CUDA_TRY(cudaStreamWaitEvent(stream, event, cudaEventWaitExternal));

@@ -5,7 +5,7 @@
 # The CUDA runtime is linked statically so that the binaries need nothing but the driver and libnccl.
 # Run them through tests/gpu/run_gpu_tests.sh (builds, runs every mode on 1 and 2 GPUs, prints a table).
 add_executable(coll_sweep
-  coll_sweep.cu sweep_kernels.cu sweep_cases.cc sweep_rank.cc sweep_extras.cc sweep_graphs.cc
+  coll_sweep.cu sweep_kernels.cu sweep_cases.cc sweep_rank.cc sweep_extras.cc sweep_graphs.cc sweep_graph_edges.cu
   sweep_lifecycle.cc sweep_modes.cc sweep_watch.cc)
 target_include_directories(coll_sweep PRIVATE ${WEFT_GEN_INCLUDE})
 target_link_libraries(coll_sweep PRIVATE weft_shared CUDA::cudart_static Threads::Threads ${CMAKE_DL_LIBS})
