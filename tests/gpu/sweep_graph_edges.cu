@@ -47,6 +47,10 @@ std::string stillWorks(std::vector<RankCtx*>& L, const Options& o, const CaseSet
   std::vector<cudaGraph_t> graphs;
   std::vector<cudaGraphExec_t> execs;
   if (why.empty()) why = capture(L, cudaStreamCaptureModeThreadLocal, s, {0}, &graphs, &execs);
+  for (RankCtx* x : L) {
+    cudaSetDevice(x->dev);
+    cudaMemsetAsync(x->dRes, 0, sizeof(CheckResult) * 10, x->stream);
+  }
   std::vector<size_t> caseOfSlot;
   for (int it = 0; it < 10 && why.empty(); ++it) {
     for (size_t l = 0; l < L.size() && why.empty(); ++l) {
@@ -446,6 +450,7 @@ void testEveryCollectiveReplayed(std::vector<RankCtx*>& L, const Options& o, boo
     c.op = (coll == kAllReduce || coll == kReduce || coll == kReduceScatter) ? kSum : kNoOp;
     c.count = coll == kAllReduce ? (1u << 20) + 1 : 65537;
     c.root = n - 1;
+    c.inplace = coll == kBcast ? 1 : 0;  // ncclBcast has one buffer
     c.seed = o.seed * 4241 + coll;
     cases.push_back(c);
   }
