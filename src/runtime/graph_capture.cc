@@ -129,7 +129,7 @@ bool captureNodesSupported() { return true; }
 // allocation or free nodes is no body (bodies may not hold them); one that holds a conditional
 // node (a body with a nested one, or a top-level graph) cannot be told and is taken for a body:
 // the event nodes left out cost ordering against other streams, while a wrong guess the other way
-// costs the whole graph. Runs once per graph and communicator (the clone copies every node).
+// costs the whole graph. launch.cc asks once per capture (the clone copies every node).
 Status captureAllowsEventNodes(Stream stream, bool* allowed) {
   WEFT_CHECK_ARG(allowed != nullptr, "captureAllowsEventNodes: allowed is NULL");
   cudaGraph_t graph = nullptr;
