@@ -15,12 +15,24 @@ namespace {
 
 constexpr int kUndef = NCCL_CONFIG_UNDEF_INT;
 
+// Fields of headers newer than weft's (NCCL 2.28.9, whose ncclConfig_t ends at byte 80) that weft
+// reads from a larger struct: NCCL 2.29 put graphUsageMode right after it.
+static_assert(sizeof(ncclConfig_t) == 80, "the NCCL 2.28 layout");
+constexpr size_t kGraphUsageModeOffset = 80;
+
+// The caller's config: the 2.28 struct, and what weft reads beyond it.
+struct UserConfig {
+  ncclConfig_t base;
+  int graphUsageMode = kUndef;
+};
+
 // Copies the caller's struct into a full-size one: fields the caller's header did not have, or
 // that its version predates, stay at the initializer's "undefined".
-Status readUserConfig(const ncclConfig_t* user, const char* function, ncclConfig_t* out) {
+Status readUserConfig(const ncclConfig_t* user, const char* function, UserConfig* out) {
   ncclConfig_t local = NCCL_CONFIG_INITIALIZER;
+  out->graphUsageMode = kUndef;
   if (user == nullptr) {
-    *out = local;
+    out->base = local;
     return ncclSuccess;
   }
   size_t size = user->size;
@@ -55,14 +67,21 @@ Status readUserConfig(const ncclConfig_t* user, const char* function, ncclConfig
     local.nChannelsPerNetPeer = defaults.nChannelsPerNetPeer;
     local.nvlinkCentricSched = defaults.nvlinkCentricSched;
   }
-  *out = local;
+  if (v >= NCCL_VERSION(2, 29, 0) && size >= kGraphUsageModeOffset + sizeof(int)) {
+    memcpy(&out->graphUsageMode, reinterpret_cast<const char*>(user) + kGraphUsageModeOffset, sizeof(int));
+  }
+  out->base = local;
   return ncclSuccess;
 }
 
 bool isBool(int v) { return v == 0 || v == 1; }
 
 // The caller's own values must make sense; a bad one is the caller's bug (ncclInvalidArgument).
-Status validateUserConfig(const ncclConfig_t& c, const char* fn) {
+Status validateUserConfig(const UserConfig& user, const char* fn) {
+  const ncclConfig_t& c = user.base;
+  WEFT_CHECK_ARG(user.graphUsageMode == kUndef || (user.graphUsageMode >= 0 && user.graphUsageMode <= 2),
+                 "%s: config->graphUsageMode is %d; use 0 (no graphs), 1 (graphs, not mixed with other calls) "
+                 "or 2 (mixed)", fn, user.graphUsageMode);
   WEFT_CHECK_ARG(c.blocking == kUndef || isBool(c.blocking), "%s: config->blocking is %d; use 0 or 1", fn, c.blocking);
   // Sizes above the hardware limit are clamped later, as NCCL does; only negative ones are wrong.
   WEFT_CHECK_ARG(c.cgaClusterSize == kUndef || c.cgaClusterSize >= 0,
@@ -94,7 +113,10 @@ std::optional<int> envInt(const char* name) {
 
 // Environment variables override the caller's values (NCCL's envConfigOverride). As in NCCL, an
 // out-of-range value is ignored with a note instead of failing every communicator in the job.
-void applyEnvironment(ncclConfig_t* c, std::string* netName) {
+void applyEnvironment(UserConfig* user, std::string* netName) {
+  ncclConfig_t* c = &user->base;
+  // NCCL 2.29's override of graphUsageMode: 0 keeps graphs but orders them by streams only.
+  if (auto v = envInt("NCCL_GRAPH_MIXING_SUPPORT")) user->graphUsageMode = *v != 0 ? 2 : 1;
   auto ignored = [](const char* name, int v, const char* why) {
     WEFT_INFO(log::kEnv, "%s=%d ignored: %s", name, v, why);
   };
@@ -135,7 +157,9 @@ void applyEnvironment(ncclConfig_t* c, std::string* netName) {
   if (auto net = param::lookup("NCCL_NET")) *netName = *net;
 }
 
-void resolve(const ncclConfig_t& c, const std::string& netName, CommConfig* out) {
+void resolve(const UserConfig& user, const std::string& netName, CommConfig* out) {
+  const ncclConfig_t& c = user.base;
+  if (user.graphUsageMode != kUndef) out->graphUsageMode = user.graphUsageMode;
   if (c.blocking != kUndef) out->blocking = c.blocking == 1;
   if (c.cgaClusterSize != kUndef) out->cgaClusterSize = std::min(c.cgaClusterSize, kMaxCgaClusterSize);
   if (c.minCTAs != kUndef) out->minCTAs = std::min(c.minCTAs, kMaxChannels);
@@ -181,10 +205,10 @@ Status parseConfig(const ncclConfig_t* user, const char* function, CommConfig* o
 
 Status parseChildConfig(const ncclConfig_t* user, const CommConfig& parent, const char* function,
                         CommConfig* out) {
-  ncclConfig_t c;
+  UserConfig c;
   WEFT_TRY(readUserConfig(user, function, &c));
   WEFT_TRY(validateUserConfig(c, function));
-  std::string netName = c.netName ? c.netName : "";
+  std::string netName = c.base.netName ? c.base.netName : "";
   applyEnvironment(&c, &netName);
   CommConfig resolved = parent;
   resolve(c, netName, &resolved);

@@ -29,6 +29,10 @@ struct CommConfig {
   int nvlsCTAs = NCCL_CONFIG_UNDEF_INT;      // undefined: automatic
   int nChannelsPerNetPeer = NCCL_CONFIG_UNDEF_INT;
   bool nvlinkCentricSched = false;
+  // NCCL 2.29's graphUsageMode (read from callers built against 2.29+ headers; NCCL_GRAPH_MIXING_SUPPORT
+  // overrides it): 2 orders captured calls against the communicator's other calls on any stream
+  // (event nodes in the graphs), 0 and 1 leave that to the streams.
+  int graphUsageMode = 2;
 };
 
 // Reads a caller's config (NULL = all defaults), validates it and applies the environment.

@@ -48,11 +48,6 @@ const param::IntParam kDirectSends{"NCCL_WEFT_P2P_DIRECT", 1};
 const param::IntParam kGraphWorkItems{"NCCL_WEFT_GRAPH_WORK_ITEMS", 4096};
 // 0: graph work buffers are never handed out again (grow-only, as before session 36; A/B runs).
 const param::IntParam kGraphWorkReuse{"NCCL_WEFT_GRAPH_WORK_REUSE", 1};
-// 1 (default, as NCCL): a communicator's launches captured in CUDA graphs are ordered against its
-// other launches (other graphs, launches outside graphs) on any stream: the graph waits for the
-// communicator's last launch and records its own. 0: graphs are ordered only by the streams they
-// run on (no event nodes, one wait less per launch outside graphs after a capture).
-const param::IntParam kGraphMixing{"NCCL_GRAPH_MIXING_SUPPORT", 1};
 // 0: captured launches leave no replay stamps (dev::DevKernelArgs::replayStamps), so the watchdog
 // does not see graph replays (for measuring what the two stores per block cost).
 const param::IntParam kReplayStamps{"NCCL_WEFT_REPLAY_STAMPS", 1};
@@ -229,9 +224,9 @@ std::vector<CommLaunches>& launchRecords(size_t count) {
   return records;
 }
 
-bool graphMixing() {
-  static const bool on = kGraphMixing.get() != 0 && runtime::captureNodesSupported();
-  return on;
+// NCCL_GRAPH_MIXING_SUPPORT, or the communicator's graphUsageMode (core/config.h).
+bool graphMixing(const ncclComm* comm) {
+  return comm->config.graphUsageMode == 2 && runtime::captureNodesSupported();
 }
 
 // The communicator's record for the graph `graphId`, if any, marked as just used.
@@ -277,13 +272,13 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
     if (stream != order->stream) WEFT_TRY(runtime::captureAddDependencies(stream, order->tail));
     return ncclSuccess;
   }
-  bool eventNodes = graphMixing();
+  bool eventNodes = graphMixing(comm);
   if (eventNodes) WEFT_TRY(eventNodesAllowed(stream, graphId, &eventNodes));
   if (eventNodes) {
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->lastLaunchEvent));
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->graphLaunchEvent));
     comm->graphsOrdered = true;
-  } else if (graphMixing()) {
+  } else if (graphMixing(comm)) {
     WEFT_INFO(log::kGraph,
               "rank %d: a call captured into the body of a CUDA graph conditional node (graph %llu), where CUDA "
               "allows no event nodes: its kernels follow this communicator's other work by the graph's own "

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -23,7 +24,8 @@ class ConfigTest : public ::testing::Test {
                              "NCCL_COMM_SPLIT_SHARE_RESOURCES", "NCCL_COLLNET_ENABLE",
                              "NCCL_COMM_SHRINK_SHARE_RESOURCES", "NCCL_NVLS_NCHANNELS",
                              "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE",
-                             "NCCL_CTA_POLICY", "NCCL_NET", "NCCL_CONF_FILE", "NCCL_DEBUG"}) {
+                             "NCCL_CTA_POLICY", "NCCL_NET", "NCCL_CONF_FILE", "NCCL_DEBUG",
+                             "NCCL_GRAPH_MIXING_SUPPORT"}) {
       env_.unset(name);
     }
     env_.set("HOME", "/nonexistent-weft-test-home");
@@ -58,6 +60,7 @@ void expectDefaults(const CommConfig& c) {
   EXPECT_EQ(c.nvlsCTAs, NCCL_CONFIG_UNDEF_INT);
   EXPECT_EQ(c.nChannelsPerNetPeer, NCCL_CONFIG_UNDEF_INT);
   EXPECT_FALSE(c.nvlinkCentricSched);
+  EXPECT_EQ(c.graphUsageMode, 2);
 }
 
 TEST_F(ConfigTest, NullConfigGivesDefaults) {
@@ -160,7 +163,8 @@ TEST_F(ConfigTest, SmallerOlderStructReadsOnlyItsBytes) {
   EXPECT_FALSE(out.nvlinkCentricSched);
 }
 
-// A struct from a newer header (2.30: 96 bytes) carries fields weft does not know; they are ignored.
+// A struct from a newer header (2.30: 96 bytes) carries fields weft does not know; they are ignored,
+// all but graphUsageMode (2.29), which weft reads.
 TEST_F(ConfigTest, LargerNewerStructIsAccepted) {
   struct NewerConfig {
     ncclConfig_t known;
@@ -173,6 +177,82 @@ TEST_F(ConfigTest, LargerNewerStructIsAccepted) {
   CommConfig out;
   ASSERT_EQ(parse(&newer.known, &out), ncclSuccess);
   EXPECT_EQ(out.minCTAs, 2);
+  EXPECT_EQ(out.graphUsageMode, 2);
+}
+
+// The 2.29 layout (88 bytes): graphUsageMode at byte 80, read when the caller's version and size
+// have it, validated, overridden by NCCL_GRAPH_MIXING_SUPPORT, inherited by children.
+struct Config229 {
+  ncclConfig_t known;
+  int graphUsageMode, numRmaCtx;
+};
+static_assert(sizeof(Config229) == 88 && offsetof(Config229, graphUsageMode) == 80, "2.29 layout");
+
+Config229 config229(int graphUsageMode) {
+  Config229 c = {NCCL_CONFIG_INITIALIZER, graphUsageMode, 1};
+  c.known.size = sizeof(c);
+  c.known.version = NCCL_VERSION(2, 29, 2);
+  return c;
+}
+
+TEST_F(ConfigTest, GraphUsageModeIsReadFromNewerStructs) {
+  for (int mode : {0, 1, 2}) {
+    Config229 c = config229(mode);
+    CommConfig out;
+    ASSERT_EQ(parse(&c.known, &out), ncclSuccess) << mode;
+    EXPECT_EQ(out.graphUsageMode, mode);
+  }
+  Config229 undefined = config229(NCCL_CONFIG_UNDEF_INT);
+  CommConfig out;
+  ASSERT_EQ(parse(&undefined.known, &out), ncclSuccess);
+  EXPECT_EQ(out.graphUsageMode, 2);
+}
+
+TEST_F(ConfigTest, GraphUsageModeNeedsTheVersionAndTheSize) {
+  Config229 older = config229(1);
+  older.known.version = NCCL_VERSION(2, 28, 9);  // the bytes say 1, the version predates the field
+  CommConfig out;
+  ASSERT_EQ(parse(&older.known, &out), ncclSuccess);
+  EXPECT_EQ(out.graphUsageMode, 2);
+  Config229 shorter = config229(1);
+  shorter.known.size = 80;  // a 2.29 version but a 2.28-sized object: byte 80 is not the caller's
+  ASSERT_EQ(parse(&shorter.known, &out), ncclSuccess);
+  EXPECT_EQ(out.graphUsageMode, 2);
+}
+
+TEST_F(ConfigTest, GraphUsageModeIsValidated) {
+  for (int bad : {-1, 3, 100}) {
+    Config229 c = config229(bad);
+    CommConfig out;
+    log::clearLastError();
+    EXPECT_EQ(parse(&c.known, &out), ncclInvalidArgument) << bad;
+    EXPECT_NE(std::string(log::lastErrorOfThread()).find("graphUsageMode"), std::string::npos);
+  }
+}
+
+TEST_F(ConfigTest, GraphMixingSupportOverridesGraphUsageMode) {
+  Config229 mixed = config229(2);
+  CommConfig out;
+  env_.set("NCCL_GRAPH_MIXING_SUPPORT", "0");
+  ASSERT_EQ(parse(&mixed.known, &out), ncclSuccess);
+  EXPECT_EQ(out.graphUsageMode, 1);
+  ASSERT_EQ(parse(nullptr, &out), ncclSuccess);
+  EXPECT_EQ(out.graphUsageMode, 1);
+  env_.set("NCCL_GRAPH_MIXING_SUPPORT", "1");
+  Config229 single = config229(1);
+  ASSERT_EQ(parse(&single.known, &out), ncclSuccess);
+  EXPECT_EQ(out.graphUsageMode, 2);
+}
+
+TEST_F(ConfigTest, ChildInheritsGraphUsageMode) {
+  CommConfig parent;
+  parent.graphUsageMode = 1;
+  CommConfig child;
+  ASSERT_EQ(parseChildConfig(nullptr, parent, "ncclCommSplit", &child), ncclSuccess);
+  EXPECT_EQ(child.graphUsageMode, 1);
+  Config229 mixed = config229(2);
+  ASSERT_EQ(parseChildConfig(&mixed.known, parent, "ncclCommSplit", &child), ncclSuccess);
+  EXPECT_EQ(child.graphUsageMode, 2);
 }
 
 // Fields newer than the caller's declared version take their defaults, whatever the bytes say.
