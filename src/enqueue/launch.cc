@@ -272,13 +272,14 @@ Status orderCapture(ncclComm* comm, runtime::Stream stream, unsigned long long g
     if (stream != order->stream) WEFT_TRY(runtime::captureAddDependencies(stream, order->tail));
     return ncclSuccess;
   }
-  bool eventNodes = graphMixing(comm);
-  if (eventNodes) WEFT_TRY(eventNodesAllowed(stream, graphId, &eventNodes));
+  const bool mixing = graphMixing(comm);
+  bool eventNodes = mixing;
+  if (mixing) WEFT_TRY(eventNodesAllowed(stream, graphId, &eventNodes));
   if (eventNodes) {
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->lastLaunchEvent));
     WEFT_TRY(runtime::captureWaitEvent(stream, comm->graphLaunchEvent));
     comm->graphsOrdered = true;
-  } else if (graphMixing(comm)) {
+  } else if (mixing) {
     WEFT_INFO(log::kGraph,
               "rank %d: a call captured into the body of a CUDA graph conditional node (graph %llu), where CUDA "
               "allows no event nodes: its kernels follow this communicator's other work by the graph's own "

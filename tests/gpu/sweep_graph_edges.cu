@@ -17,17 +17,6 @@ namespace {
 
 std::string cudaWhy(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
 
-// Instantiates every local rank's graph (its captures all ended). Empty on success.
-std::string instantiateAll(std::vector<RankCtx*>& L, std::vector<cudaGraph_t>& graphs,
-                           std::vector<cudaGraphExec_t>& execs, const char* what) {
-  for (size_t l = 0; l < L.size(); ++l) {
-    cudaSetDevice(L[l]->dev);
-    const cudaError_t e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
-    if (e != cudaSuccess) return cudaWhy(what, e);
-  }
-  return "";
-}
-
 // Every local rank: is its communicator still healthy (no asynchronous error)?
 std::string commsHealthy(std::vector<RankCtx*>& L) {
   for (RankCtx* x : L) {

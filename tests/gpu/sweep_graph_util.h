@@ -24,6 +24,10 @@ Case allReduce(uint64_t count);
 std::string capture(std::vector<RankCtx*>& L, cudaStreamCaptureMode mode, const CaseSet& s,
                     const std::vector<size_t>& which, std::vector<cudaGraph_t>* graphs,
                     std::vector<cudaGraphExec_t>* execs);
+// Instantiates every local rank's graph (its captures all ended). Empty on success, else
+// "<what>: <CUDA error>".
+std::string instantiateAll(std::vector<RankCtx*>& L, std::vector<cudaGraph_t>& graphs,
+                           std::vector<cudaGraphExec_t>& execs, const char* what);
 void destroyGraphs(std::vector<RankCtx*>& L, std::vector<cudaGraph_t>& graphs, std::vector<cudaGraphExec_t>& execs);
 // Fresh inputs for case k (a run that did nothing, or ran on stale items, fails its check).
 Case fresh(const CaseSet& s, size_t k, uint64_t seed);

@@ -66,12 +66,18 @@ std::string capture(std::vector<RankCtx*>& L, cudaStreamCaptureMode mode, const 
     const cudaError_t e = cudaStreamEndCapture(L[l]->stream, &(*graphs)[l]);
     if (e != cudaSuccess && why.empty()) why = std::string("end capture: ") + cudaGetErrorString(e);
   }
-  for (size_t l = 0; l < L.size() && why.empty(); ++l) {
-    cudaSetDevice(L[l]->dev);
-    const cudaError_t e = cudaGraphInstantiate(&(*execs)[l], (*graphs)[l], 0);
-    if (e != cudaSuccess) why = std::string("instantiate: ") + cudaGetErrorString(e);
-  }
+  if (why.empty()) why = instantiateAll(L, *graphs, *execs, "instantiate");
   return why;
+}
+
+std::string instantiateAll(std::vector<RankCtx*>& L, std::vector<cudaGraph_t>& graphs,
+                           std::vector<cudaGraphExec_t>& execs, const char* what) {
+  for (size_t l = 0; l < L.size(); ++l) {
+    cudaSetDevice(L[l]->dev);
+    const cudaError_t e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
+    if (e != cudaSuccess) return std::string(what) + ": " + cudaGetErrorString(e);
+  }
+  return "";
 }
 
 void destroyGraphs(std::vector<RankCtx*>& L, std::vector<cudaGraph_t>& graphs, std::vector<cudaGraphExec_t>& execs) {
@@ -355,11 +361,7 @@ void testForkedCapture(std::vector<RankCtx*>& L, const Options& o) {
     if (e == cudaSuccess) e = end;
     if (e != cudaSuccess && why.empty()) why = std::string("join/end capture: ") + cudaGetErrorString(e);
   }
-  for (size_t l = 0; l < L.size() && why.empty(); ++l) {
-    cudaSetDevice(L[l]->dev);
-    const cudaError_t e = cudaGraphInstantiate(&execs[l], graphs[l], 0);
-    if (e != cudaSuccess) why = std::string("instantiate: ") + cudaGetErrorString(e);
-  }
+  if (why.empty()) why = instantiateAll(L, graphs, execs, "instantiate");
   std::vector<size_t> caseOfSlot;
   for (int it = 0; it < kReplays && why.empty(); ++it) {
     for (size_t l = 0; l < L.size() && why.empty(); ++l) {
