@@ -32,7 +32,7 @@ desc="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo "+$(git diff 
 cd "$snap"
 cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA_ARCHS=90 ${WEFT_PREBUILT_CMAKE_ARGS:-} > cfg.log
 t0=$SECONDS
-cmake --build build-rel -j"$(nproc)" --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_soak_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft_gpu_device_api_test weft-perf weft-status weft_kernel_harness weft_loop_net_plugin > build.log
+cmake --build build-rel -j"$(nproc)" --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_soak_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft_gpu_device_api_test weft_gpu_memory_test weft-perf weft-status weft_kernel_harness weft_loop_net_plugin > build.log
 echo "built $desc in $((SECONDS - t0)) s"
 cd - > /dev/null
 out=${WEFT_PREBUILT_OUT:-scratch/pre}
@@ -42,7 +42,7 @@ strip --strip-debug -o $out/tools/weft-perf "$snap"/build-rel/tools/weft-perf
 strip --strip-debug -o $out/tools/weft-status "$snap"/build-rel/bin/weft-status
 # The test network plugin (TCP over loopback), for NCCL_NET_PLUGIN=$out/libnccl-net-weftloop.so runs.
 strip --strip-debug -o $out/libnccl-net-weftloop.so "$snap"/build-rel/tests/unit/net_plugin/libnccl-net-weftloop.so
-for t in coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_soak_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft_gpu_device_api_test; do strip --strip-debug -o $out/tests/gpu/$t "$snap"/build-rel/tests/gpu/$t; done
+for t in coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_misuse_test weft_gpu_abort_storm_test weft_gpu_soak_test weft_gpu_register_test weft_gpu_determinism_test weft_gpu_zero_copy_test weft_gpu_device_api_test weft_gpu_memory_test; do strip --strip-debug -o $out/tests/gpu/$t "$snap"/build-rel/tests/gpu/$t; done
 # The kernel harness carries every kernel too (~43 MB, as the library): with it one folder would
 # pass the 64 MiB carry limit, so it goes to a folder of its own (carry it in another call).
 rm -rf $out-harness && mkdir -p $out-harness/tests/gpu

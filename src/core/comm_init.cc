@@ -308,6 +308,7 @@ Status setupDeviceState(ncclComm* comm) {
 
 Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRanks, int rank, int cudaDev) {
   auto start = std::chrono::steady_clock::now();
+  runtime::MemTallyScope charged(comm->memTally, runtime::MemUse::kState);
   comm->rank = rank;
   comm->nRanks = nRanks;
   comm->cudaDev = cudaDev;
@@ -381,7 +382,10 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
     // Host memory is allocated and first touched here: next to this rank's GPU. (Ended before
     // the watchdog may start: that process-wide thread keeps the mask it is started with.)
     ScopedCpuAffinity affinity(comm->gpuCpuMap, rank);
-    WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
+    {
+      runtime::MemTallyScope connections(runtime::MemUse::kConnections);
+      WEFT_TRY(transport::P2pConnections::create(comm, &comm->p2p));
+    }
     WEFT_TRY(setupDeviceState(comm));
   }
   WEFT_TRY(comm->bootstrap->barrier());
@@ -394,6 +398,9 @@ Status initSteps(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nRank
             comm->nChannels, seconds);
   WEFT_INFO(log::kInit | log::kBootstrap, "rank %d: bootstrap traffic of the creation: %s", rank,
             comm->bootstrap->trafficText().c_str());
+  WEFT_INFO(log::kInit | log::kAlloc, "%s: communicator memory: %s", comm->memoryLabel().c_str(),
+            comm->memTally->text().c_str());
+  publishMemory(comm);
   return ncclSuccess;
 }
 
@@ -460,6 +467,11 @@ Status revokeCommunicator(ncclComm* comm) {
 
 void freeCommunicator(ncclComm* comm) {
   enqueue::reportHostProfile(comm);
+  const runtime::MemTally& tally = *comm->memTally;
+  WEFT_INFO(log::kInit | log::kAlloc, "%s: communicator memory at destruction: %s; at most GPU %s, pinned host %s, "
+            "/dev/shm %s", comm->memoryLabel().c_str(), tally.text().c_str(), runtime::memSizeText(tally.peak(runtime::MemPlace::kGpu)).c_str(),
+            runtime::memSizeText(tally.peak(runtime::MemPlace::kPinned)).c_str(),
+            runtime::memSizeText(tally.peak(runtime::MemPlace::kShared)).c_str());
   unwatchCommunicator(comm);
   if (comm->bootstrap) comm->bootstrap->close();  // another thread's split or shrink of it leaves first
   runtime::ScopedDevice device;
@@ -486,7 +498,15 @@ void freeCommunicator(ncclComm* comm) {
   runtime::pinnedBlockRelease(comm->fifoHost);
   runtime::pinnedBlockRelease((void*)comm->abortFlag);
   runtime::pinnedBlockRelease((void*)comm->replayStamps);
-  if (comm->countedForBlockPools) runtime::blockPoolUserOut(comm->sharesProcessForPools);  // the last frees them
+  if (comm->countedForBlockPools) {
+    runtime::blockPoolUserOut(comm->sharesProcessForPools);  // the last frees them
+    const size_t gpu = runtime::devicePool().parkedBytes(), pinned = runtime::pinnedPool().parkedBytes();
+    if (gpu + pinned > 0) {
+      WEFT_INFO(log::kInit | log::kAlloc, "rank %d: the process keeps GPU %s and pinned host %s of its destroyed "
+                "communicators' blocks for the next ones (freed when its last communicator goes)", comm->rank,
+                runtime::memSizeText((int64_t)gpu).c_str(), runtime::memSizeText((int64_t)pinned).c_str());
+    }
+  }
   comm->countedForBlockPools = false;
   comm->bootstrap.reset();
   comm->magic = ncclComm::kDeadMagic;

@@ -107,6 +107,8 @@ Status flatWindowOf(ncclComm* comm, const std::vector<WindowRecord>& all, const 
 }  // namespace
 
 Status registerWindowNow(ncclComm* comm, void* buff, size_t size, void** win, int winFlags, Status forcedFailure) {
+  runtime::MemTallyScope charged(comm->memTally, runtime::MemUse::kWindows,
+                                 comm->memoryLabel() + ": " + kRegisterFn);
   WindowRecord mine;
   mine.sequence = comm->windows->registered();
   void* registration = nullptr;

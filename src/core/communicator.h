@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +22,7 @@
 #include "graph/tuning.h"
 #include "nccl.h"
 #include "runtime/gpu.h"
+#include "runtime/mem_tally.h"
 #include "transport/connection_plan.h"
 
 namespace weft::bootstrap { class Bootstrap; }
@@ -163,6 +165,15 @@ struct ncclComm {
   uint64_t captureUses = 0;
   std::unique_ptr<weft::enqueue::GraphWorkPool> graphWorks;  // items of captured launches
   std::vector<void*> deviceAllocations;    // rings of the device state (p2p owns the peer tables)
+  // The memory this communicator holds (runtime/mem_tally.h): charged while it sets up, read by the
+  // log lines, the ledger page and weft-status. Shared: deferred releases charge it back later.
+  std::shared_ptr<weft::runtime::MemTally> memTally = std::make_shared<weft::runtime::MemTally>();
+  // "comm 0x... rank N": how the memory lines name the communicator (the pointer is the user's handle).
+  std::string memoryLabel() const {
+    char text[64];
+    snprintf(text, sizeof(text), "comm %p rank %d", (const void*)this, rank);
+    return text;
+  }
   weft::runtime::Stream lastLaunchStream = nullptr;
   bool haveLaunched = false;  // lastLaunchEvent has been recorded
   // Another rank of the communicator runs on this GPU (tests only: NCCL_WEFT_ALLOW_GPU_SHARING):

@@ -89,6 +89,8 @@ ResourceLayout layoutOf(const DevCommRequirements& r, int lsaSize, bool oneHostC
 }
 
 Status createNow(ncclComm* comm, const DevCommRequirements* reqs, DevCommAbi* out) {
+  runtime::MemTallyScope charged(comm->memTally, runtime::MemUse::kWindows,
+                                 comm->memoryLabel() + ": " + kCreateFn);
   Status local = ncclSuccess;
   if (reqs == nullptr || out == nullptr) {
     WEFT_WARN("%s: argument '%s' is NULL (rank %d still took part, so that the other ranks fail too)", kCreateFn,

@@ -31,6 +31,7 @@ RankLedgerView viewOf(const PeerLedger& page, int rank) {
     v.receives.push_back(page.p2pOps((int)i, P2pDirection::kRecv));
   }
   page.finding(&v.findingSeq, &v.finding);
+  v.memory = page.memory();
   int64_t sinceMs = 0;
   v.replayChannels = page.replayChannels(&sinceMs);
   const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -112,9 +113,14 @@ std::string describeCommStatus(const CommLedgerView& comm) {
                r.replayChannels, r.replayChannels == 1 ? "" : "s", r.replaySeconds);
       latest += replay;
     }
-    snprintf(line, sizeof(line), "  %s: %s%s\n", rankText(r).c_str(), counted((int64_t)r.collectives, "collective").c_str(),
-             latest.c_str());
-    text += line;
+    const LedgerMemory& m = r.memory;
+    if (m.gpu > 0 || m.pinnedHost > 0 || m.sharedHost > 0) {
+      char memory[128];
+      snprintf(memory, sizeof(memory), "; holds GPU %.2f MiB, pinned host %.2f MiB, /dev/shm %.2f MiB",
+               (double)m.gpu / (1 << 20), (double)m.pinnedHost / (1 << 20), (double)m.sharedHost / (1 << 20));
+      latest += memory;
+    }
+    text += "  " + rankText(r) + ": " + counted((int64_t)r.collectives, "collective") + latest + "\n";
     if (r.collectives > most) most = r.collectives, ahead = &r;
   }
   // Collectives: the ranks behind the most advanced one have not made the calls it waits in.

@@ -25,6 +25,7 @@ struct RankLedgerView {
   std::vector<int64_t> sends, receives;
   int replayChannels = 0;    // channels on which a graph replay's kernel of the rank runs
   double replaySeconds = 0;  // ... and for how long its watchdog has seen the same one
+  LedgerMemory memory;      // what the rank's communicator holds (as its watchdog last published it)
   uint64_t findingSeq = 0;  // 0: the rank found no difference
   std::string finding;
 };

@@ -33,7 +33,7 @@ struct alignas(64) P2pLane {
 };
 
 struct LedgerPage {
-  static constexpr uint64_t kMagic = 0x7765667443616c33ULL;  // "weftCal3" (2: the pid, 3: replays)
+  static constexpr uint64_t kMagic = 0x7765667443616c34ULL;  // "weftCal4" (2: the pid, 3: replays, 4: memory)
   static constexpr size_t kFindingBytes = 768;
   uint64_t magic;
   uint64_t commHash;
@@ -44,6 +44,8 @@ struct LedgerPage {
   // Graph replays as the owner's watchdog last saw them (OpLedger::publishReplays).
   std::atomic<int64_t> replayChannels;
   std::atomic<int64_t> replaySinceMs;
+  // The memory the communicator holds here (OpLedger::publishMemory), bytes per LedgerMemory field.
+  std::atomic<int64_t> memoryBytes[3];
   // The first difference this rank found: the text is written before findingSeq, and never again.
   alignas(128) std::atomic<uint64_t> findingSeq;
   char finding[kFindingBytes];
@@ -202,6 +204,12 @@ void OpLedger::publishReplays(int channels, int64_t sinceMs) {
   page_->replayChannels.store(channels, std::memory_order_release);
 }
 
+void OpLedger::publishMemory(const LedgerMemory& m) {
+  page_->memoryBytes[0].store(m.gpu, std::memory_order_relaxed);
+  page_->memoryBytes[1].store(m.pinnedHost, std::memory_order_relaxed);
+  page_->memoryBytes[2].store(m.sharedHost, std::memory_order_relaxed);
+}
+
 void OpLedger::postFinding(uint64_t seq, const std::string& text) {
   if (seq == 0 || page_->findingSeq.load(std::memory_order_relaxed) != 0) return;
   snprintf(page_->finding, sizeof(page_->finding), "%s", text.c_str());
@@ -241,6 +249,11 @@ int PeerLedger::replayChannels(int64_t* sinceMs) const {
   const int64_t channels = page_->replayChannels.load(std::memory_order_acquire);
   if (sinceMs != nullptr) *sinceMs = page_->replaySinceMs.load(std::memory_order_relaxed);
   return (int)std::clamp<int64_t>(channels, 0, 1 << 16);  // the page is another process's: bound it
+}
+
+LedgerMemory PeerLedger::memory() const {
+  auto read = [this](int i) { return std::max<int64_t>(0, page_->memoryBytes[i].load(std::memory_order_relaxed)); };
+  return LedgerMemory{read(0), read(1), read(2)};
 }
 
 bool PeerLedger::recent(uint64_t seq, CallSignature* out) const {

@@ -10,7 +10,8 @@
 //     meets B's n-th receive from A;
 //   - on how many channels a kernel of a CUDA graph replay runs, and since when (graph replays are
 //     not calls, so the counts above do not see them; the watchdog copies this from the kernels'
-//     stamps every half second).
+//     stamps every half second);
+//   - the memory the communicator holds (runtime/mem_tally.h), for weft-status.
 // Only the owning rank writes its page; every other rank of the host maps it read-only.
 #pragma once
 
@@ -41,6 +42,11 @@ struct P2pSignature {
   uint8_t dataType = 0;  // ncclDataType_t
 };
 enum class P2pDirection : uint8_t { kSend = 0, kRecv = 1 };
+
+// Bytes a communicator holds on its rank, by place (runtime::MemPlace).
+struct LedgerMemory {
+  int64_t gpu = 0, pinnedHost = 0, sharedHost = 0;
+};
 
 struct LedgerPage;
 
@@ -82,6 +88,7 @@ class OpLedger {
   // On how many channels a graph replay's kernel runs (0: none), and since when the watchdog has
   // seen the same one (CLOCK_MONOTONIC milliseconds, the same clock for every process of the host).
   void publishReplays(int channels, int64_t sinceMs);
+  void publishMemory(const LedgerMemory& memory);
   // Records the first difference this rank found (later ones are dropped); peers read it.
   void postFinding(uint64_t seq, const std::string& text);
 
@@ -109,6 +116,7 @@ class PeerLedger {
   uint64_t collectives() const;
   int64_t pid() const;                               // the process that owns the page
   int replayChannels(int64_t* sinceMs) const;        // as published by OpLedger::publishReplays
+  LedgerMemory memory() const;                       // as published by OpLedger::publishMemory
   uint64_t hostRanks() const { return hostRanks_; }  // ranks of the host whose sends it keeps
   // The peer's call number `seq`; false when it has not made it yet, or its slot already holds a
   // later call.

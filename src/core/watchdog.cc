@@ -307,6 +307,7 @@ struct Watchdog {
   }
 
   static void check(Watched& w, double timeoutSec) {
+    publishMemory(w.comm);  // what it takes after creation: first-use connections, graph work, windows
     if (isError(w.comm->asyncError.load()) || w.comm->abortRequested.load()) return;
     if (w.goneRank >= 0) return settlePeerExit(w, nowSeconds());
     if (w.watch.over()) return;
@@ -320,6 +321,17 @@ struct Watchdog {
     if (!w.watch.over() && !isError(w.comm->asyncError.load())) checkProgress(w, now, timeoutSec);
   }
 };
+
+}  // namespace
+
+void publishMemory(ncclComm* comm) {
+  if (!comm->ledger) return;
+  const runtime::MemTally& t = *comm->memTally;
+  comm->ledger->publishMemory(LedgerMemory{t.bytes(runtime::MemPlace::kGpu), t.bytes(runtime::MemPlace::kPinned),
+                                           t.bytes(runtime::MemPlace::kShared)});
+}
+
+namespace {
 
 Watchdog& watchdog() {
   static Watchdog* w = new Watchdog();  // never destroyed: its thread runs until the process ends

@@ -35,6 +35,9 @@ namespace weft::core {
 // Seconds a host thread waits for earlier kernels, and a stopped peer is waited for (0: forever).
 extern const param::IntParam kPeerWaitTimeout;
 
+// Copies the memory the communicator holds into its ledger page (weft-status shows it); the
+// watchdog does so at every round.
+void publishMemory(ncclComm* comm);
 void watchCommunicator(ncclComm* comm);
 void unwatchCommunicator(ncclComm* comm);
 

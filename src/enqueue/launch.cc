@@ -419,6 +419,9 @@ Status connectOnFirstUse(std::vector<CommLaunches>& all, std::vector<ncclComm*>*
       if (peers.empty() || all[i].launches.empty()) continue;
       ncclComm* comm = all[i].comm;
       runtime::ScopedDevice device;
+      runtime::MemTallyScope charged(comm->memTally, runtime::MemUse::kConnections,
+                                     pass == 0 ? comm->memoryLabel() + ": point-to-point connections made on first use"
+                                               : std::string());
       Status s = device.set(comm->cudaDev);
       if (!isError(s)) s = pass == 0 ? comm->p2p->offerReceives(comm, peers) : comm->p2p->acceptSends(comm, peers);
       if (isError(s)) {
@@ -569,8 +572,9 @@ Status finish(const CommLaunches& c, runtime::ScopedDevice* device) {
 
 Status makeGraphWorkPool(ncclComm* comm) {
   GraphWorkPool::Hooks hooks;
-  hooks.alloc = [](size_t bytes, void** host, void** devView) -> Status {
+  hooks.alloc = [tally = comm->memTally](size_t bytes, void** host, void** devView) -> Status {
     runtime::RelaxedCaptureMode relaxed;  // should a capture outgrow the pool: no allocation in a strict one
+    runtime::MemTallyScope charged(tally, runtime::MemUse::kGraphs);
     WEFT_TRY(runtime::pinnedBlockAcquire(bytes, host));
     const Status s = runtime::hostDevicePointer(*host, devView);
     if (isError(s)) runtime::pinnedBlockRelease(*host);

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "runtime/gpu.h"
+#include "runtime/mem_tally.h"
 
 namespace weft::runtime {
 
@@ -91,17 +92,30 @@ BlockPool& devicePool() {
   return *pool;
 }
 
-Status pinnedBlockAcquire(size_t bytes, void** ptr) { return pinnedPool().acquire(bytes, ptr); }
+// A block counts for its whole size class, whether fresh or parked before (mem_tally.h).
+Status pinnedBlockAcquire(size_t bytes, void** ptr) {
+  WEFT_TRY(pinnedPool().acquire(bytes, ptr));
+  tallyAllocation(*ptr, MemPlace::kPinned, pinnedPool().sizeClass(bytes));
+  return ncclSuccess;
+}
 
-void pinnedBlockRelease(void* ptr) { (void)pinnedPool().release(ptr); }
+void pinnedBlockRelease(void* ptr) {
+  tallyRelease(ptr);
+  (void)pinnedPool().release(ptr);
+}
 
 Status deviceBlockAcquire(size_t bytes, void** ptr) {
   int dev = -1;
   WEFT_TRY(getDevice(&dev));
-  return devicePool().acquire(bytes, ptr, dev);
+  WEFT_TRY(devicePool().acquire(bytes, ptr, dev));
+  tallyAllocation(*ptr, MemPlace::kGpu, devicePool().sizeClass(bytes));
+  return ncclSuccess;
 }
 
-void deviceBlockRelease(void* ptr) { (void)devicePool().release(ptr); }
+void deviceBlockRelease(void* ptr) {
+  tallyRelease(ptr);
+  (void)devicePool().release(ptr);
+}
 
 namespace {
 constexpr size_t kWaitingWarnBytes = size_t(1) << 30;

@@ -11,6 +11,7 @@
 #include "runtime/block_pool.h"
 #include "runtime/cuda_check.h"
 #include "runtime/gpu.h"
+#include "runtime/mem_tally.h"
 #if WEFT_RUNTIME_CUMEM
 #include "runtime/cumem.h"
 #include "runtime/driver_api.h"
@@ -130,6 +131,7 @@ ShareableAlloc& ShareableAlloc::operator=(ShareableAlloc&& other) noexcept {
 
 void ShareableAlloc::reset() {
   if (kind_ == MemKind::kNone) return;
+  tallyRelease(ptr_);  // its communicator has given it up, even where the free itself waits
   ScopedDevice onOwner;
   if (onOwner.set(device_) == ncclSuccess) {
     if (kind_ == MemKind::kCuMemFd) {
@@ -193,6 +195,7 @@ Status allocShareable(size_t bytes, ShareableAlloc* out, const ShareableOptions&
   }
   ShareableAllocImpl::setLocalId(&a);
   ShareableAllocImpl::setFreeWhenSafe(&a, options.freeWhenSafe);
+  tallyAllocation(a.ptr(), MemPlace::kGpu, a.bytes());
   *out = std::move(a);
   return ncclSuccess;
 }

@@ -170,3 +170,17 @@ TEST(LedgerStatus, ManyRanksBehindAreAllNamed) {
   EXPECT_NE(text.find(", 62 and 63 have not made collective #9 (" + describeCall(allReduce(4096)) +
                       "), which rank 0 has made\n"), std::string::npos) << text;
 }
+
+TEST(LedgerStatus, EachRanksMemoryIsShownOncePublished) {
+  const uint64_t hash = freshHash();
+  const auto pages = threeRankPages(hash);
+  if (!pages[0]) GTEST_SKIP() << "no POSIX shared memory on this machine";
+  pages[1]->publishMemory(LedgerMemory{37 << 20, 3 << 19, 0});
+  const std::string text = statusNow(hash);
+  EXPECT_NE(text.find("rank 1 (pid " + std::to_string(getpid()) +
+                      "): 0 collectives; holds GPU 37.00 MiB, pinned host 1.50 MiB, /dev/shm 0.00 MiB"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("rank 0 (pid " + std::to_string(getpid()) + "): 0 collectives; holds"), std::string::npos)
+      << text;  // nothing published: nothing said
+}

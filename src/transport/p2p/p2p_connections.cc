@@ -177,12 +177,20 @@ Status P2pConnections::create(ncclComm* comm, std::unique_ptr<P2pConnections>* o
     WEFT_TRY(p2p::RegSharing::create(comm, self->endpoint_.get(), sharePeers, &self->sharing_));
     int p2pOnly = 0;
     for (const auto& row : comm->connPlan.recvP2pOnly) p2pOnly += (int)std::count(row.begin(), row.end(), true);
+    // The footprint formula, spelled out (README, "Memory"): the main allocation is the counters
+    // plus one staging buffer per receive connection that is not point-to-point-only.
+    const ConnLayout& l = self->layout_;
+    const double mib = 1 << 20;
     WEFT_INFO(log::kInit | log::kP2p, "rank %d: connection memory %zu KiB on the GPU (%s) and %zu KiB of host shared "
-              "memory, %d receive connections (%d of them point-to-point-only, %s)", comm->rank,
-              self->local_.bytes() >> 10,
+              "memory = %zu KiB of counters + %d receive connections x %.2f MiB (LL %.2f, LL128 %.2f, Simple %.2f), "
+              "rounded up to the allocation granularity; %d more receive connections are point-to-point-only "
+              "(%.2f MiB each, %s)", comm->rank, self->local_.bytes() >> 10,
               runtime::memKindName(self->local_.kind()), self->hostLocal_ ? self->hostLocal_->bytes() >> 10 : 0,
-              comm->connPlan.recvConnectionCount(), p2pOnly,
-              comm->runtimeConnect ? "their buffers made on first use" : "connected now");
+              l.buffersStart() >> 10, comm->connPlan.recvConnectionCount() - p2pOnly, l.bufferBytes / mib,
+              (l.protoOffset[dev::kProtoLL128] - l.protoOffset[dev::kProtoLL]) / mib,
+              (l.protoOffset[dev::kProtoSimple] - l.protoOffset[dev::kProtoLL128]) / mib,
+              (l.bufferBytes - l.protoOffset[dev::kProtoSimple]) / mib, p2pOnly, l.p2pOnlyBytes / mib,
+              comm->runtimeConnect ? "made on first use" : "made now");
   }
   self->buildDevPeers(comm);
   WEFT_TRY(self->makeDeviceTables());

@@ -5,6 +5,7 @@
 
 #include "runtime/block_pool.h"
 #include "runtime/gpu.h"
+#include "runtime/mem_tally.h"
 
 namespace weft::transport::shm {
 
@@ -13,6 +14,7 @@ namespace weft::transport::shm {
 // cannot be. The name goes now: it needs no device.
 MappedShm::~MappedShm() {
   if (devicePtr_ == nullptr) return;  // never registered: the segment's own destructor unmaps it
+  runtime::tallyRelease(devicePtr_);
   segment_.unlinkName();
   auto segment = std::make_shared<ShmSegment>(std::move(segment_));
   runtime::releaseWhenSafe(
@@ -34,6 +36,8 @@ Status MappedShm::create(const std::string& tag, size_t bytes, std::unique_ptr<M
   std::unique_ptr<MappedShm> m(new MappedShm());
   WEFT_TRY(ShmSegment::create(tag, bytes, &m->segment_));
   WEFT_TRY(m->map());
+  // Counted by its creator only: the peers that open it map the same pages.
+  runtime::tallyAllocation(m->devicePtr_, runtime::MemPlace::kShared, m->bytes());
   *out = std::move(m);
   return ncclSuccess;
 }
