@@ -6,6 +6,7 @@
 #   torch_dist_test.py                         PyTorch torch.distributed with weft LD_PRELOADed (if torch imports)
 #   settings_mismatch_test.py                  ranks started with different settings fail creation, named
 #   weft_gpu_fault_test -n 3 -g G              a rank killed, stopped or skipping a call: errors named, abort, recovery
+#   weft_gpu_memory_test -n max(G,2)           each communicator's reported memory against what the GPU lost
 # With --ref, the same programs also run against another libnccl.so.2 (NVIDIA's NCCL) to validate the tests
 # themselves: a FAIL there is a bug in the test, not in weft.
 #
@@ -13,7 +14,7 @@
 #   --quick              coll_sweep --quick (all collectives, fewer types/ops/sizes)
 #   --gpus "1 2"         rank counts to run (default: "1 2", capped at the GPUs present)
 #   --modes LIST         coll_sweep modes (default: all = initall,groupinit,threads,procs)
-#   --only LIST          subset of: host,sweep,iree,torch,mismatch,faults (default: all)
+#   --only LIST          subset of: host,sweep,iree,torch,mismatch,faults,memory (default: all)
 #   --ref DIR|torch      also run against DIR/libnccl.so.2; "torch" = the NCCL of the installed PyTorch wheel
 #   --ref-only           run only against --ref (validate the tests without weft)
 #   --no-build           use the existing build
@@ -24,7 +25,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$here/build"
-quick=0 gpus="1 2" modes="all" only="host,sweep,iree,torch,mismatch,faults" ref="" refOnly=0 doBuild=1 sweepArgs=""
+quick=0 gpus="1 2" modes="all" only="host,sweep,iree,torch,mismatch,faults,memory" ref="" refOnly=0 doBuild=1 sweepArgs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -62,7 +63,7 @@ if [ "$doBuild" = 1 ]; then
   t0=$SECONDS
   if cmake -S "$here" -B "$build" -G Ninja -DWEFT_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         >"$logs/build.log" 2>&1 &&
-     cmake --build "$build" -j"$(nproc)" --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test >>"$logs/build.log" 2>&1; then
+     cmake --build "$build" -j"$(nproc)" --target weft_shared coll_sweep iree_style_test weft_gpu_fault_test weft_gpu_memory_test >>"$logs/build.log" 2>&1; then
     record build weft PASS $((SECONDS - t0)) "$logs/build.log"
   else
     record build weft FAIL $((SECONDS - t0)) "$logs/build.log"
@@ -72,6 +73,7 @@ fi
 sweep="$build/tests/gpu/coll_sweep"
 iree="$build/tests/gpu/iree_style_test"
 faults="$build/tests/gpu/weft_gpu_fault_test"
+memory="$build/tests/gpu/weft_gpu_memory_test"
 weftLib="$build/libnccl.so.2"
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
@@ -171,6 +173,13 @@ fi
 # Peer failure (weft only: NVIDIA's NCCL has no peer watchdog, so its survivors would just wait).
 if want faults && [ "$refOnly" = 0 ] && [ "$ngpu" -ge 1 ] && [ -x "$faults" ]; then
   run "weft_gpu_fault_test -n 3 -g $ngpu" weft "$logs/faults.log" "$faults" -n 3 -g "$ngpu"
+fi
+
+# Memory accounting: what each communicator reports against what the GPU lost (weft only: NCCL
+# writes no such report; `--observe` shows its footprint).
+if want memory && [ "$refOnly" = 0 ] && [ "$ngpu" -ge 1 ] && [ -x "$memory" ]; then
+  memRanks=$(( ngpu > 2 ? ngpu : 2 ))
+  run "weft_gpu_memory_test -n $memRanks" weft "$logs/memory.log" "$memory" -n "$memRanks"
 fi
 
 echo
