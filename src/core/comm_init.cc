@@ -13,6 +13,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/call_check.h"
 #include "core/communicator.h"
+#include "core/comm_window.h"
 #include "core/op_ledger.h"
 #include "core/param.h"
 #include "core/comm_topology.h"
@@ -491,6 +492,13 @@ void freeCommunicator(ncclComm* comm) {
   if (comm->joinEvent) runtime::destroyEventQuiet(comm->joinEvent);
   if (comm->graphLaunchEvent) runtime::destroyEventQuiet(comm->graphLaunchEvent);
   comm->graphWorks.reset();
+  // Windows hold pool blocks and the symmetric barrier memory: they go before the communicator
+  // counts out of the pools below, else the last communicator's trim would run first and their
+  // blocks would stay parked, and their GPU pages taken, with no communicator left (seen by
+  // tests/gpu/memory_test.cc).
+  comm->symWindow = nullptr;
+  comm->symSignals0 = nullptr;
+  comm->windows.reset();
   for (void* p : comm->deviceAllocations) runtime::deviceBlockRelease(p);
   runtime::deviceBlockRelease(comm->devComm);
   runtime::deviceBlockRelease(comm->blockArrivals);

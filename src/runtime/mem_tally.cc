@@ -33,6 +33,9 @@ struct Current {
   MemUse use = MemUse::kState;
 };
 thread_local Current current;
+// Scopes with a growth log open on this thread: only the outermost one logs (a window registered
+// inside another's registration, as the symmetric barrier memory is, would say the same twice).
+thread_local int growthScopes = 0;
 
 }  // namespace
 
@@ -101,8 +104,9 @@ std::string MemTally::text() const {
 
 MemTallyScope::MemTallyScope(std::shared_ptr<MemTally> tally, MemUse use, std::string growthLog)
     : growthLog_(std::move(growthLog)) {
-  if (tally && !growthLog_.empty()) {
-    for (int p = 0; p < (int)MemPlace::kCount; ++p) startBytes_[p] = tally->bytes((MemPlace)p);
+  if (!growthLog_.empty()) {
+    nested_ = growthScopes++ > 0;
+    for (int p = 0; p < (int)MemPlace::kCount && tally; ++p) startBytes_[p] = tally->bytes((MemPlace)p);
   }
   enter(std::move(tally), use);
 }
@@ -117,7 +121,8 @@ void MemTallyScope::enter(std::shared_ptr<MemTally> tally, MemUse use) {
 }
 
 MemTallyScope::~MemTallyScope() {
-  if (current.tally && !growthLog_.empty()) {
+  if (!growthLog_.empty()) --growthScopes;
+  if (current.tally && !growthLog_.empty() && !nested_) {
     std::string grew;
     for (int p = 0; p < (int)MemPlace::kCount; ++p) {
       const int64_t delta = current.tally->bytes((MemPlace)p) - startBytes_[p];

@@ -59,7 +59,8 @@ class MemTally {
 // While one lives, the allocations of this thread are charged to `tally` for `use` (scopes nest;
 // the innermost counts). A null tally charges nothing. With `growthLog` set, a growth of the tally
 // over the scope's life is logged (INFO, INIT and ALLOC) as "<growthLog>: ...": memory that a
-// communicator takes after its creation is never a surprise.
+// communicator takes after its creation is never a surprise. Inside another scope with a growth
+// log, only the outer one logs.
 class MemTallyScope {
  public:
   MemTallyScope(std::shared_ptr<MemTally> tally, MemUse use, std::string growthLog = "");
@@ -74,6 +75,7 @@ class MemTallyScope {
   std::shared_ptr<MemTally> savedTally_;
   MemUse savedUse_;
   std::string growthLog_;
+  bool nested_ = false;  // inside another scope with a growth log: that one logs
   int64_t startBytes_[(int)MemPlace::kCount] = {};
 };
 

@@ -14,13 +14,15 @@
 //               the parent and children report
 //   window      ncclCommWindowRegister of an ncclMemAlloc buffer on every rank (symmetric): as above
 //   destroyed   every communicator destroyed: the GPU has back all it lost
-// A difference up to kSlack is allowed: the driver rounds small cudaMalloc blocks into its own
-// 2 MiB pages, which weft's count cannot see.
-//   weft_gpu_memory_test [-n ranks (2)] [--observe]
+// Allowed: up to kSlack more per communicator on the GPU (at least one): the driver places small
+// cudaMalloc blocks (a communicator's device state, some KiB) in 2 MiB pages of its own, which
+// weft's count cannot see; once all are destroyed, at most kSlack (a page the driver may keep).
+//   weft_gpu_memory_test [-n ranks (2)] [--observe] [--keep-log]
 // --observe prints the measurements without judging (for another libnccl.so.2, which writes no such
 // lines: then only what the GPU lost is shown).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -54,6 +56,7 @@ constexpr size_t kCount = 1 << 18;  // floats per rank buffer
 
 std::string logPath;
 bool observe = false;
+bool keepLog = false;  // else the library's log goes when the test passes
 int failures = 0;
 
 int64_t usedOn(int device) {
@@ -127,7 +130,10 @@ void judge(const char* step, const std::vector<int64_t>& base, const std::vector
     }
     const int64_t lost = used[g] - base[g];
     const int64_t diff = lost - said;
-    const bool ok = missing == 0 && diff <= kSlack && diff >= -kSlack;
+    int here = 0;
+    for (const Tracked& t : live) here += t.device == g;
+    const int64_t slack = kSlack * std::max(1, here);
+    const bool ok = missing == 0 && diff <= slack && diff >= -kSlack;
     printf("%-10s GPU %d: lost %9.2f MiB, communicators report %9.2f MiB (%d without a report), difference %+.2f MiB  %s\n",
            step, g, (double)lost / kMiB, (double)said / kMiB, missing, (double)diff / kMiB,
            observe ? "" : ok ? "ok" : "FAIL");
@@ -188,8 +194,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--observe")) observe = true;
+    else if (!strcmp(argv[i], "--keep-log")) keepLog = true;
     else {
-      fprintf(stderr, "usage: %s [-n ranks] [--observe]\n", argv[0]);
+      fprintf(stderr, "usage: %s [-n ranks] [--observe] [--keep-log]\n", argv[0]);
       return 2;
     }
   }
@@ -287,7 +294,7 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaFree(send[r]));
     CUDA_OK(cudaFree(recv[r]));
   }
-  if (failures == 0) unlink(path);
+  if (failures == 0 && !keepLog) unlink(path);
   else printf("the library's log: %s\n", path);
   printf("%s\n", observe ? "observed" : failures == 0 ? "PASS" : "FAIL");
   return failures == 0 ? 0 : 1;
