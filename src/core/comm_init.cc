@@ -469,10 +469,10 @@ Status revokeCommunicator(ncclComm* comm) {
 void freeCommunicator(ncclComm* comm) {
   enqueue::reportHostProfile(comm);
   const runtime::MemTally& tally = *comm->memTally;
+  auto peak = [&tally](runtime::MemPlace place) { return runtime::memSizeText(tally.peak(place)); };
   WEFT_INFO(log::kInit | log::kAlloc, "%s: communicator memory at destruction: %s; at most GPU %s, pinned host %s, "
-            "/dev/shm %s", comm->memoryLabel().c_str(), tally.text().c_str(), runtime::memSizeText(tally.peak(runtime::MemPlace::kGpu)).c_str(),
-            runtime::memSizeText(tally.peak(runtime::MemPlace::kPinned)).c_str(),
-            runtime::memSizeText(tally.peak(runtime::MemPlace::kShared)).c_str());
+            "/dev/shm %s", comm->memoryLabel().c_str(), tally.text().c_str(), peak(runtime::MemPlace::kGpu).c_str(),
+            peak(runtime::MemPlace::kPinned).c_str(), peak(runtime::MemPlace::kShared).c_str());
   unwatchCommunicator(comm);
   if (comm->bootstrap) comm->bootstrap->close();  // another thread's split or shrink of it leaves first
   runtime::ScopedDevice device;
