@@ -14,6 +14,7 @@
 #include <map>
 
 #include "core/call_check.h"
+#include "util/format.h"
 
 namespace weft::core {
 
@@ -115,10 +116,9 @@ std::string describeCommStatus(const CommLedgerView& comm) {
     }
     const LedgerMemory& m = r.memory;
     if (m.gpu > 0 || m.pinnedHost > 0 || m.sharedHost > 0) {
-      char memory[128];
-      snprintf(memory, sizeof(memory), "; holds GPU %.2f MiB, pinned host %.2f MiB, /dev/shm %.2f MiB",
-               (double)m.gpu / (1 << 20), (double)m.pinnedHost / (1 << 20), (double)m.sharedHost / (1 << 20));
-      latest += memory;
+      latest += util::formatText("; holds GPU %.2f MiB, pinned host %.2f MiB, /dev/shm %.2f MiB",
+                                 (double)m.gpu / (1 << 20), (double)m.pinnedHost / (1 << 20),
+                                 (double)m.sharedHost / (1 << 20));
     }
     text += "  " + rankText(r) + ": " + counted((int64_t)r.collectives, "collective") + latest + "\n";
     if (r.collectives > most) most = r.collectives, ahead = &r;

@@ -322,17 +322,6 @@ struct Watchdog {
   }
 };
 
-}  // namespace
-
-void publishMemory(ncclComm* comm) {
-  if (!comm->ledger) return;
-  const runtime::MemTally& t = *comm->memTally;
-  comm->ledger->publishMemory(LedgerMemory{t.bytes(runtime::MemPlace::kGpu), t.bytes(runtime::MemPlace::kPinned),
-                                           t.bytes(runtime::MemPlace::kShared)});
-}
-
-namespace {
-
 Watchdog& watchdog() {
   static Watchdog* w = new Watchdog();  // never destroyed: its thread runs until the process ends
   return *w;
@@ -454,6 +443,13 @@ ProgressWatch::Verdict ProgressWatch::update(bool finished, uint64_t progress, d
     return kReport;
   }
   return kNothing;
+}
+
+void publishMemory(ncclComm* comm) {
+  if (!comm->ledger) return;
+  const runtime::MemTally& t = *comm->memTally;
+  comm->ledger->publishMemory(LedgerMemory{t.bytes(runtime::MemPlace::kGpu), t.bytes(runtime::MemPlace::kPinned),
+                                           t.bytes(runtime::MemPlace::kShared)});
 }
 
 void watchCommunicator(ncclComm* comm) {
