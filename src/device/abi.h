@@ -247,6 +247,16 @@ constexpr uint8_t kWorkFlagDirectSend = 0x4;
 // host read costs ~1.4 us (tools/launch_floor.cu; 32 blocks reading ONE host word: ~32 us), the
 // FIFO path ~0.7 us at one block; 3.4 KB of parameters cost nothing measurable over a few bytes.
 constexpr int kMaxInlineWorks = 36;
+// Built with WEFT_DIAGNOSTIC_HOOKS=OFF (CMake), the diagnostic hooks are compiled out: replay stamps
+// (below), the host's enqueue profile (NCCL_WEFT_HOST_PROFILE) and the per-call ledger and call
+// check (core/call_check.h). That build exists to measure that the hooks, present but switched off,
+// cost nothing (reliability matrix row 23; tools/hooks_ab.sh).
+#ifdef WEFT_NO_DIAGNOSTIC_HOOKS
+inline constexpr bool kDiagnosticHooks = false;
+#else
+inline constexpr bool kDiagnosticHooks = true;
+#endif
+
 struct DevKernelArgs {
   DevComm* comm;
   const DevWork* works;

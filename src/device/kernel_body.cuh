@@ -81,7 +81,8 @@ WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared
   }
 
   // A graph replay's block says it runs (abi.h: replayStamps); `| 1` keeps a start time at 0 apart.
-  if (tid == 0 && args.replayStamps) arch::stRelaxedSys(&args.replayStamps[blk.channel], arch::globalTimerNs() | 1);
+  if (kDiagnosticHooks && tid == 0 && args.replayStamps)
+    arch::stRelaxedSys(&args.replayStamps[blk.channel], arch::globalTimerNs() | 1);
 
   const WorkEnvT<Shared> env{&smem.view, &smem.proto};
   probe(kProbeItemStart);
@@ -89,7 +90,7 @@ WEFT_DEV void kernelBody(const DevKernelArgs& args, int block, KernelSmem<Shared
     runWork(&smem.works[i], env);
     arch::syncBlock();  // the next item reloads the connections' steps this one saved
   }
-  if (tid == 0 && args.replayStamps) arch::stRelaxedSys(&args.replayStamps[blk.channel], 0);
+  if (kDiagnosticHooks && tid == 0 && args.replayStamps) arch::stRelaxedSys(&args.replayStamps[blk.channel], 0);
   probe(kProbeItemsDone);
 }
 

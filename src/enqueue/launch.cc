@@ -57,7 +57,7 @@ const param::IntParam kHostProfile{"NCCL_WEFT_HOST_PROFILE", 0};
 
 using Clock = std::chrono::steady_clock;
 bool profiling() {
-  static const bool on = kHostProfile.get() != 0;  // read once: launches are hot
+  static const bool on = dev::kDiagnosticHooks && kHostProfile.get() != 0;  // read once: launches are hot
   return on;
 }
 // Adds the time since *start to *sumUs and restarts *start (profiling only).
@@ -140,7 +140,7 @@ Status writeWorks(ncclComm* comm, const PlannedLaunch& launch, runtime::Stream c
   *args = dev::DevKernelArgs{};
   args->comm = comm->devComm;
   args->nBlocks = (uint32_t)launch.channels.size();
-  static const bool stamps = kReplayStamps.get() != 0;
+  static const bool stamps = dev::kDiagnosticHooks && kReplayStamps.get() != 0;
   if (capturing && stamps) args->replayStamps = comm->replayStampsDev;  // stream launches have lastLaunchEvent
   dev::DevWork* dst = nullptr;
   uint32_t first = 0;
