@@ -249,8 +249,9 @@ constexpr uint8_t kWorkFlagDirectSend = 0x4;
 constexpr int kMaxInlineWorks = 36;
 // Built with WEFT_DIAGNOSTIC_HOOKS=OFF (CMake), the diagnostic hooks are compiled out: replay stamps
 // (below), the host's enqueue profile (NCCL_WEFT_HOST_PROFILE) and the per-call ledger and call
-// check (core/call_check.h). That build exists to measure that the hooks, present but switched off,
-// cost nothing (reliability matrix row 23; tools/hooks_ab.sh).
+// check (core/call_check.h). That build exists to measure what the hooks cost when present but
+// switched off (reliability matrix row 23; tools/hooks_ab.py): in graph replays, the stamps' code
+// (README "Diagnostic hooks").
 #ifdef WEFT_NO_DIAGNOSTIC_HOOKS
 inline constexpr bool kDiagnosticHooks = false;
 #else
